@@ -1,0 +1,1 @@
+"""The Django control plane: settings, observation records, dashboard, management commands."""

@@ -1,0 +1,1 @@
+"""What the operator observed: reconcile runs, condition changes, events, status reports."""

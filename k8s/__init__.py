@@ -1,0 +1,1 @@
+"""Talking to Kubernetes: clients, watches, leader election, our CRDs (k8s/crds/)."""

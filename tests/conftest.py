@@ -1,0 +1,24 @@
+"""Shared test setup: integration tests need the real local control plane.
+
+Integration tests fail (never skip silently) when the control plane cannot start, unless
+HIKYO_SKIP_INTEGRATION=1 says to skip them. HIKYO_TEST_KUBECONFIG points the suite at an
+existing cluster instead of starting one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SKIP_INTEGRATION = os.environ.get("HIKYO_SKIP_INTEGRATION") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    integration_dir = Path(__file__).parent / "integration"
+    for item in items:
+        if integration_dir in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
+            if SKIP_INTEGRATION:
+                item.add_marker(pytest.mark.skip(reason="HIKYO_SKIP_INTEGRATION=1"))

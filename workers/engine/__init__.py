@@ -1,0 +1,1 @@
+"""The pure reconcile engine: imports neither Django nor kubernetes."""
