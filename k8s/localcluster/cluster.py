@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,25 +115,39 @@ class Component:
         return None if self.pid is not None and _alive(self.pid) else -1
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """SIGTERM the process group, SIGKILL what is left after ``timeout``, reap the child."""
         if self.pid is None:
             return
         _signal_group(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _group_alive(self.pid):
-            self._reap()
-            time.sleep(0.1)
-        if _group_alive(self.pid):
+        if not self._wait_gone(timeout):
             _signal_group(self.pid, signal.SIGKILL)
-            while _group_alive(self.pid):
-                self._reap()
-                time.sleep(0.05)
-        self._reap()
+            self._wait_gone(timeout)
         self.pid = None
         self.process = None
 
-    def _reap(self) -> None:
+    def detach(self) -> None:
+        """Lets the process outlive this object (``dev_cluster up``); stop() still works by pid."""
+        with warnings.catch_warnings():
+            # Popen warns when dropped while its child runs; here that is the point.
+            warnings.simplefilter("ignore", ResourceWarning)
+            self.process = None
+
+    def _wait_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
         if self.process is not None:
-            self.process.poll()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+        while _group_alive(self.pid):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        if self.process is None:
+            # A detached child of this very process (tests) would stay a zombie otherwise.
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+        return True
 
 
 def _alive(pid: int) -> bool:
@@ -305,6 +320,11 @@ class LocalControlPlane:
         state = self.state_dir / STATE_FILE
         if state.exists():
             state.unlink()
+
+    def detach(self) -> None:
+        """Leaves the components running after this process exits; see ``stop_from_state``."""
+        for component in self.components:
+            component.detach()
 
     def pids(self) -> list[int]:
         return [c.pid for c in self.components if c.pid is not None]

@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from k8s.localcluster import ComponentFailed, LocalControlPlane
 from k8s.localcluster.binaries import REPO_ROOT
 from tests.support.factories import GROUP, VERSION, make_hikyosecret
+from tests.support.kube import get_raw
 from tests.support.waiting import wait_for
 
 
@@ -122,14 +123,10 @@ def test_printer_columns_through_the_table_api(api_client, crds, namespace):
     client.CustomObjectsApi(api_client).create_namespaced_custom_object(
         GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret("cols")
     )
-    response = api_client.call_api(
-        f"/apis/{GROUP}/{VERSION}/hikyosecrets",
-        "GET",
-        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-    )[0]
-    table = json.loads(response.data)
+    table = json.loads(
+        get_raw(api_client, f"/apis/{GROUP}/{VERSION}/hikyosecrets",
+                accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+    )
     names = [column["name"] for column in table["columnDefinitions"]]
     for expected in ("Name", "Instance", "Target", "Keys", "Lifecycle", "Ready", "Synced",
                      "Last Delivery", "Age"):
@@ -216,9 +213,7 @@ def test_component_that_dies_reports_its_last_log_lines(binaries, tmp_path):
 
 def _verified_claims(token: str, api_client: client.ApiClient, audience: str) -> dict:
     """Verifies the token's signature against the issuer's published JWKS, as a verifier would."""
-    response = api_client.call_api(
-        "/openid/v1/jwks", "GET", auth_settings=["BearerToken"], _preload_content=False
-    )[0]
+    jwks = get_raw(api_client, "/openid/v1/jwks", accept="application/jwk-set+json")
     key_id = jwt.get_unverified_header(token)["kid"]
-    key = jwt.PyJWKSet.from_json(response.data.decode())[key_id]
+    key = jwt.PyJWKSet.from_json(jwks.decode())[key_id]
     return jwt.decode(token, key=key, algorithms=["RS256"], audience=audience)

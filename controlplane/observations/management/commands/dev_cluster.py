@@ -7,7 +7,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from kubernetes import config
 
+from k8s.crd_manifests import install_crds
 from k8s.localcluster import (
     BinariesUnavailable,
     ComponentFailed,
@@ -53,6 +55,15 @@ class Command(BaseCommand):
             cluster.start()
         except (BinariesUnavailable, ComponentFailed) as error:
             raise CommandError(str(error)) from error
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        try:
+            install_crds(api)
+        except BaseException:
+            cluster.stop()
+            raise
+        finally:
+            api.close()
+        cluster.detach()
         self.stderr.write(f"control plane ready at {cluster.server}; logs in {cluster.logs_dir}")
         self.stdout.write(str(cluster.kubeconfig))
 

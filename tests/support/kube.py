@@ -1,0 +1,17 @@
+"""Small helpers over the official client for what it has no typed method for."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+
+def get_raw(api_client: client.ApiClient, path: str, accept: str = "application/json") -> bytes:
+    """GET an arbitrary API path (Table API, /openid/v1/jwks, /metrics) and return the body."""
+    method, url, headers, *_ = api_client.param_serialize(
+        "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"]
+    )
+    response = api_client.call_api(method, url, header_params=headers)
+    response.read()
+    if not 200 <= response.status < 300:
+        raise AssertionError(f"GET {path}: HTTP {response.status}")
+    return response.data
