@@ -7,10 +7,14 @@ mode; unset means embedded mode with no Redis at all.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from workers.engine.settings import SettingsInvalid, operator_settings_from
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -117,7 +121,17 @@ LOGGING = {
 DEV_CLUSTER_DIR = Path(
     env.str(
         "HIKYO_DEV_CLUSTER_DIR",
-        default=str(Path(env.str("XDG_CACHE_HOME", default=str(Path.home() / ".cache")))
-                    / "hikyo-dev" / "cluster"),
+        default=str(
+            Path(env.str("XDG_CACHE_HOME", default=str(Path.home() / ".cache")))
+            / "hikyo-dev"
+            / "cluster"
+        ),
     )
 )
+
+# The operator's own settings (S8.1), parsed once here; an invalid value stops the process.
+try:
+    HIKYO_OPERATOR = operator_settings_from(os.environ)
+except SettingsInvalid as error:
+    raise ImproperlyConfigured(str(error)) from error
+KUBECONFIG: str | None = env.str("KUBECONFIG", default="") or None

@@ -3,6 +3,17 @@
 Serves ``GET .../delivery`` and the proposed ``POST .../delivery/status`` over real HTTPS
 with a throw-away CA, plus a control surface (publish, credentials, grants, reveal, pins,
 capabilities, faults). The operator never imports this package; tests and demos do.
+
+    with DevServer() as server:
+        server.publish(org, project, env, [{"name": "A", "classification": "config", "value": "1"}])
+        server.add_credential("hik_x", org, project, env, grants={"read"})
+        server.set_fault("hik_x", Fault.status(503), times=1)
+        # HikyoInstance: spec.url = server.url, spec.caBundle = server.ca_bundle_b64
+
+Module map: ``state`` (catalogue, credentials, pins), ``delivery`` (the 200 body),
+``cursors`` (change tokens, cursors), ``faults`` and ``malformed`` (injected behaviour),
+``reports`` (status report schema), ``app`` (request decisions), ``http`` (sockets, TLS),
+``pki`` (throw-away CA), ``control`` and ``__main__`` (standalone use).
 """
 
 from devserver.faults import Fault

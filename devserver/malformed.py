@@ -40,6 +40,9 @@ _SYNTHETIC_KEY = {
 }
 
 
+_UTF8_PLACEHOLDER = "@@devserver-invalid-utf8@@"
+
+
 def synthetic_base() -> Body:
     """A plausible full delivery, for faults on requests that would not get a 200."""
     return {
@@ -223,7 +226,10 @@ def malformed_reply(kind: str, base: Body) -> Reply:
     if kind == "json_null":
         return _json(200, b"null")
     if kind == "invalid_utf8":
-        return _json(200, b'{"padding":"\xff\xfe",' + _encode(body)[1:])
+        # In a delivered value, where a client decoding with errors="replace" (as
+        # requests' ``Response.json()`` falls back to) would write corrupted plaintext.
+        _first_key(body).update(presence="set", value=_UTF8_PLACEHOLDER)
+        return _json(200, _encode(body).replace(_UTF8_PLACEHOLDER.encode(), b"\xff\xfe"))
     if kind == "truncated_json":
         encoded = _encode(body)
         return _json(200, encoded[: len(encoded) // 2])

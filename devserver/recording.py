@@ -13,7 +13,8 @@ class RecordedRequest:
     """One request as the server saw it, minus secrets.
 
     ``query`` lacks ``cursor`` (only ``cursor_present`` says whether one came);
-    ``credential_id`` is set when the bearer resolved to a live credential.
+    ``credential_id`` is set when the bearer resolved to a live credential; ``status`` is
+    the answer's HTTP status (0 when a ``Fault.disconnect`` sent none).
     """
 
     origin: str

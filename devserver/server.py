@@ -26,8 +26,13 @@ def _utcnow() -> dt.datetime:
 
 
 def _check_prefix(prefix: str) -> str:
-    if prefix and (not prefix.startswith("/") or prefix.endswith("/") or "?" in prefix
-                   or "#" in prefix or "//" in prefix):
+    if prefix and (
+        not prefix.startswith("/")
+        or prefix.endswith("/")
+        or "?" in prefix
+        or "#" in prefix
+        or "//" in prefix
+    ):
         raise ValueError("path_prefix is empty or like '/hikyo' (leading '/', no trailing '/')")
     return prefix
 
@@ -97,8 +102,7 @@ class DevServer:
                 server = OriginServer(origin, self._app, context, self._stopping, port)
                 self._servers.append(server)
                 thread = threading.Thread(
-                    target=server.serve_forever,
-                    kwargs={"poll_interval": 0.1},
+                    target=server.serve,
                     name=f"devserver-{origin}",
                     daemon=True,
                 )
@@ -113,11 +117,12 @@ class DevServer:
         """Stops both origins and wakes every open connection; idempotent."""
         self._stopping.set()
         for server in self._servers:
-            server.shutdown()
-            server.server_close()
-            server.close_connections()
+            server.request_stop()
         for thread in self._threads:
             thread.join(timeout=5)
+        for server in self._servers:
+            server.server_close()
+            server.close_connections()
         self._servers.clear()
         self._threads.clear()
         if self._own_dir is not None:
@@ -174,8 +179,7 @@ class DevServer:
         """``{url}/api/v1/orgs/{org}/projects/{project}/environments/{environment}/delivery``."""
         org, project, environment = (quote(part, safe="") for part in (org, project, environment))
         return (
-            f"{self.url}/api/v1/orgs/{org}/projects/{project}"
-            f"/environments/{environment}/delivery"
+            f"{self.url}/api/v1/orgs/{org}/projects/{project}/environments/{environment}/delivery"
         )
 
     def status_url(self, org: str, project: str, environment: str) -> str:

@@ -30,8 +30,13 @@ def install_crds(api_client: client.ApiClient, timeout: float = 60.0) -> list[st
                 raise
             api.create_custom_resource_definition(manifest)
         else:
-            manifest = {**manifest, "metadata": {**manifest["metadata"],
-                        "resourceVersion": current.metadata.resource_version}}
+            manifest = {
+                **manifest,
+                "metadata": {
+                    **manifest["metadata"],
+                    "resourceVersion": current.metadata.resource_version,
+                },
+            }
             api.replace_custom_resource_definition(name, manifest)
         names.append(name)
     deadline = time.monotonic() + timeout

@@ -22,3 +22,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
             if SKIP_INTEGRATION:
                 item.add_marker(pytest.mark.skip(reason="HIKYO_SKIP_INTEGRATION=1"))
+    # The canary sweep inspects what every other test left behind, so it runs last.
+    items.sort(key=lambda item: item.get_closest_marker("sweep") is not None)

@@ -1,1 +1,102 @@
-"""Observation records (added with the delivery engine); never values, tokens, cursors or stamps."""
+"""Observation records: what the operator saw and did, for the dashboard.
+
+Names, reasons, generations and times only: never values, tokens, cursors or stamps (S0.4).
+Rows are snapshots keyed by (namespace, name, uid) rather than foreign keys to Kubernetes
+objects, like django.contrib.admin's LogEntry: Kubernetes is the source of truth.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .managers import ReconcileRunManager
+
+
+class TrackedObject(models.Model):
+    """The latest known state of one HikyoSecret (by UID)."""
+
+    uid = models.CharField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    generation = models.BigIntegerField(default=0)
+    lifecycle = models.CharField(max_length=32, blank=True)
+    ready = models.BooleanField(null=True)
+    synced_reason = models.CharField(max_length=64, blank=True)
+    conditions = models.JSONField(default=list)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_checked_at = models.DateTimeField(null=True)
+    last_changed_at = models.DateTimeField(null=True)
+    runs_total = models.PositiveBigIntegerField(default=0)
+    runs_unchanged = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        indexes = [models.Index(fields=["namespace", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ReconcileRun(models.Model):
+    """One reconcile that changed or failed something (unchanged runs only bump counters)."""
+
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    reason = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+    lifecycle = models.CharField(max_length=32, blank=True)
+    requeue = models.CharField(max_length=16)
+    fetched = models.BooleanField()
+    wrote_secret = models.BooleanField()
+    status_written = models.BooleanField()
+
+    objects = ReconcileRunManager()
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["uid", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} {self.reason} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ConditionChange(models.Model):
+    """A condition that appeared, changed status or reason, or disappeared."""
+
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    at = models.DateTimeField()
+    type = models.CharField(max_length=64)
+    old_status = models.CharField(max_length=16, blank=True)
+    old_reason = models.CharField(max_length=64, blank=True)
+    new_status = models.CharField(max_length=16, blank=True)
+    new_reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.old_reason or '-'} -> {self.new_reason or '-'}"
+
+
+class EventRecord(models.Model):
+    """An event the operator emitted on a HikyoSecret."""
+
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    at = models.DateTimeField()
+    type = models.CharField(max_length=16)
+    reason = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.reason}"

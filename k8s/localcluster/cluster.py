@@ -202,9 +202,7 @@ def _wait_until(
         if probe():
             return
         time.sleep(0.2)
-    raise ComponentFailed(
-        component.name, f"not ready after {timeout:.0f} s", component.log_path
-    )
+    raise ComponentFailed(component.name, f"not ready after {timeout:.0f} s", component.log_path)
 
 
 def _https_ok(url: str, context: ssl.SSLContext) -> bool:
@@ -287,8 +285,11 @@ class LocalControlPlane:
             client_tls = self.client_ssl_context()
             _wait_until(apiserver, lambda: _https_ok(f"{self.server}/readyz", client_tls))
             write_kubeconfig(
-                self.kubeconfig, self.server, self.pki.serving_ca,
-                self.pki.admin_cert, self.pki.admin_key,
+                self.kubeconfig,
+                self.server,
+                self.pki.serving_ca,
+                self.pki.admin_cert,
+                self.pki.admin_key,
             )
 
             controller_manager = self._controller_manager()
@@ -403,8 +404,12 @@ class LocalControlPlane:
         pki = self.pki
         kubeconfig = self.state_dir / "kcm.kubeconfig"
         write_kubeconfig(
-            kubeconfig, self.server, pki.serving_ca, pki.controller_manager_cert,
-            pki.controller_manager_key, user="system:kube-controller-manager",
+            kubeconfig,
+            self.server,
+            pki.serving_ca,
+            pki.controller_manager_cert,
+            pki.controller_manager_key,
+            user="system:kube-controller-manager",
         )
         port = free_port()
         return Component(

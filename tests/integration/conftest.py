@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.core.management import call_command
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
+from controlplane.observations.recording import record_run
+from devserver import DevServer
 from k8s.crd_manifests import install_crds
+from k8s.gateway import KubeCluster
 from k8s.localcluster import LocalControlPlane, locate_binaries
+from tests.support.world import World
+from workers.engine.clients import ClientCache
+from workers.engine.ports import MemoryCoordinationStore
+from workers.engine.reconcile import Engine
+from workers.engine.settings import OperatorSettings
 
 _server_version: dict[str, str] = {}
 
@@ -66,3 +80,85 @@ def pytest_terminal_summary(terminalreporter) -> None:
             f"kube-apiserver /version: {_server_version['git_version']} "
             f"({_server_version['platform']})"
         )
+
+
+# --- the delivery engine's world --------------------------------------------------------------
+
+OPERATOR_NAMESPACE = "hikyo-system"
+
+
+@pytest.fixture(scope="session")
+def devserver() -> Iterator[DevServer]:
+    with DevServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def operator_namespace(api_client: client.ApiClient) -> str:
+    core = client.CoreV1Api(api_client)
+    try:
+        core.create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=OPERATOR_NAMESPACE))
+        )
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    return OPERATOR_NAMESPACE
+
+
+def make_engine(api_client: client.ApiClient, **settings: Any) -> Engine:
+    options = {
+        "operator_namespace": OPERATOR_NAMESPACE,
+        "native_secret_types": True,
+        "not_found_confirmation_seconds": 1.0,
+        **settings,
+    }
+    return Engine(
+        cluster=KubeCluster(api_client),
+        store=MemoryCoordinationStore(),
+        settings=OperatorSettings(**options),
+        # Short timeouts keep the slow-server tests quick; the 30 s default is the product's.
+        client_for=ClientCache(timeout=3.0, handshake_timeout=3.0),
+    )
+
+
+@pytest.fixture
+def engine(api_client, crds, operator_namespace) -> Engine:
+    return make_engine(api_client)
+
+
+@pytest.fixture
+def world(api_client, devserver, engine, namespace, db) -> Iterator[World]:
+    built = World(api_client, devserver, engine, namespace)
+    yield built
+    for result in built.results:
+        record_run(result, datetime.now(UTC), 0.01)
+    DATABASE_DUMPS.append(_dump_database())
+    for result in built.results:
+        EXCEPTION_TEXTS.append(result.outcome.message)
+    devserver.clear_fault(built.token)
+
+
+def _dump_database() -> str:
+    out = StringIO()
+    call_command("dumpdata", "observations", stdout=out)
+    return out.getvalue()
+
+
+DATABASE_DUMPS: list[str] = []
+EXCEPTION_TEXTS: list[str] = []
+CAPTURED_LOGS = StringIO()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _capture_all_logs() -> Iterator[None]:
+    """Every log line of the session, tracebacks included, for the canary sweep."""
+    handler = logging.StreamHandler(CAPTURED_LOGS)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield
+    root.removeHandler(handler)
+    root.setLevel(previous)

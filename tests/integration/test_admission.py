@@ -45,92 +45,153 @@ def _mapping(count: int) -> list[dict]:
 
 INVALID_SECRETS = [
     # S1.3.1 auth: exactly one of secretRef / serviceAccountRef
-    pytest.param({"auth": {"serviceAccountRef": {"name": "builder"}}}, "spec.auth",
-                 id="auth-both-refs"),
+    pytest.param(
+        {"auth": {"serviceAccountRef": {"name": "builder"}}}, "spec.auth", id="auth-both-refs"
+    ),
     pytest.param({"auth": {"secretRef": DELETE}}, "spec.auth", id="auth-no-ref"),
     pytest.param({"auth": DELETE}, "spec.auth", id="auth-missing"),
-    pytest.param({"auth": {"secretRef": {"name": ""}}}, "spec.auth.secretRef.name",
-                 id="auth-secretref-empty-name"),
-    pytest.param({"auth": {"secretRef": DELETE, "serviceAccountRef": {"name": "x" * 254}}},
-                 "spec.auth.serviceAccountRef.name", id="auth-saref-name-too-long"),
+    pytest.param(
+        {"auth": {"secretRef": {"name": ""}}},
+        "spec.auth.secretRef.name",
+        id="auth-secretref-empty-name",
+    ),
+    pytest.param(
+        {"auth": {"secretRef": DELETE, "serviceAccountRef": {"name": "x" * 254}}},
+        "spec.auth.serviceAccountRef.name",
+        id="auth-saref-name-too-long",
+    ),
     # S1.2 instanceRef
     pytest.param({"instanceRef": DELETE}, "spec.instanceRef", id="instance-missing"),
     pytest.param({"instanceRef": {"name": ""}}, "spec.instanceRef.name", id="instance-empty"),
-    pytest.param({"instanceRef": {"name": "i" * 254}}, "spec.instanceRef.name",
-                 id="instance-too-long"),
+    pytest.param(
+        {"instanceRef": {"name": "i" * 254}}, "spec.instanceRef.name", id="instance-too-long"
+    ),
     # S1.3.8 scope grammar
     pytest.param({"scope": {"org": "org-01900000"}}, "spec.scope.org", id="scope-org-grammar"),
     pytest.param({"scope": {"project": DELETE}}, "spec.scope.project", id="scope-project-missing"),
-    pytest.param({"scope": {"environment": "ENV_01900000-0000-7000-8000-000000000003"}},
-                 "spec.scope.environment", id="scope-environment-uppercase-prefix"),
-    pytest.param({"scope": {"org": "o_01900000-0000-7000-8000-000000000001"}}, "spec.scope.org",
-                 id="scope-prefix-too-short"),
+    pytest.param(
+        {"scope": {"environment": "ENV_01900000-0000-7000-8000-000000000003"}},
+        "spec.scope.environment",
+        id="scope-environment-uppercase-prefix",
+    ),
+    pytest.param(
+        {"scope": {"org": "o_01900000-0000-7000-8000-000000000001"}},
+        "spec.scope.org",
+        id="scope-prefix-too-short",
+    ),
     # S1.3.3 allKeys XOR non-empty mapping
     pytest.param({"mapping": []}, "spec.mapping", id="mapping-empty-no-allkeys"),
     pytest.param({"mapping": DELETE}, "spec.mapping", id="neither-mapping-nor-allkeys"),
     pytest.param({"allKeys": True}, "spec.mapping", id="allkeys-and-mapping"),
     pytest.param({"allKeys": False, "mapping": DELETE}, "spec.mapping", id="allkeys-false-alone"),
     # S1.3.4 allKeys only with Opaque
-    pytest.param({"allKeys": True, "mapping": DELETE, "target": {"type": "kubernetes.io/tls"}},
-                 "spec.target.type", id="allkeys-typed-target"),
+    pytest.param(
+        {"allKeys": True, "mapping": DELETE, "target": {"type": "kubernetes.io/tls"}},
+        "spec.target.type",
+        id="allkeys-typed-target",
+    ),
     # S1.3.5 known types only
-    pytest.param({"target": {"type": "kubernetes.io/service-account-token"}},
-                 "spec.target.type", id="type-service-account-token"),
-    pytest.param({"target": {"type": "bootstrap.kubernetes.io/token"}}, "spec.target.type",
-                 id="type-bootstrap-token"),
+    pytest.param(
+        {"target": {"type": "kubernetes.io/service-account-token"}},
+        "spec.target.type",
+        id="type-service-account-token",
+    ),
+    pytest.param(
+        {"target": {"type": "bootstrap.kubernetes.io/token"}},
+        "spec.target.type",
+        id="type-bootstrap-token",
+    ),
     pytest.param({"target": {"type": "opaque"}}, "spec.target.type", id="type-wrong-case"),
     # S1.2 target
     pytest.param({"target": {"name": "App-Env"}}, "spec.target.name", id="target-uppercase"),
     pytest.param({"target": {"name": "a" * 64}}, "spec.target.name", id="target-too-long"),
     pytest.param({"target": {"name": "app_env"}}, "spec.target.name", id="target-underscore"),
     pytest.param({"target": {"name": DELETE}}, "spec.target.name", id="target-name-missing"),
-    pytest.param({"target": {"creationPolicy": "Delete"}}, "spec.target.creationPolicy",
-                 id="creation-policy-unknown"),
+    pytest.param(
+        {"target": {"creationPolicy": "Delete"}},
+        "spec.target.creationPolicy",
+        id="creation-policy-unknown",
+    ),
     pytest.param({"projection": "partial"}, "spec.projection", id="projection-unknown"),
     pytest.param({"allKeys": "yes"}, "spec.allKeys", id="allkeys-not-boolean"),
     # S1.3.8 mapping item grammar
-    pytest.param({"mapping": [{"key": "database_url"}]}, "spec.mapping[0].key",
-                 id="mapping-key-lowercase"),
-    pytest.param({"mapping": [{"key": "1KEY"}]}, "spec.mapping[0].key",
-                 id="mapping-key-leading-digit"),
-    pytest.param({"mapping": [{"key": "K" * 129}]}, "spec.mapping[0].key",
-                 id="mapping-key-too-long"),
-    pytest.param({"mapping": [{"secretKey": "orphan"}]}, "spec.mapping[0].key",
-                 id="mapping-key-missing"),
-    pytest.param({"mapping": [{"key": "A", "secretKey": "a/b"}]}, "spec.mapping[0].secretKey",
-                 id="secretkey-slash"),
-    pytest.param({"mapping": [{"key": "A", "secretKey": "x" * 254}]},
-                 "spec.mapping[0].secretKey", id="secretkey-too-long"),
+    pytest.param(
+        {"mapping": [{"key": "database_url"}]}, "spec.mapping[0].key", id="mapping-key-lowercase"
+    ),
+    pytest.param(
+        {"mapping": [{"key": "1KEY"}]}, "spec.mapping[0].key", id="mapping-key-leading-digit"
+    ),
+    pytest.param(
+        {"mapping": [{"key": "K" * 129}]}, "spec.mapping[0].key", id="mapping-key-too-long"
+    ),
+    pytest.param(
+        {"mapping": [{"secretKey": "orphan"}]}, "spec.mapping[0].key", id="mapping-key-missing"
+    ),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": "a/b"}]},
+        "spec.mapping[0].secretKey",
+        id="secretkey-slash",
+    ),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": "x" * 254}]},
+        "spec.mapping[0].secretKey",
+        id="secretkey-too-long",
+    ),
     # S1.3.11
-    pytest.param({"mapping": [{"key": "A", "secretKey": "."}]}, "spec.mapping[0].secretKey",
-                 id="secretkey-dot"),
-    pytest.param({"mapping": [{"key": "A", "secretKey": ".."}]}, "spec.mapping[0].secretKey",
-                 id="secretkey-dotdot"),
-    pytest.param({"mapping": [{"key": "A", "secretKey": "..data"}]},
-                 "spec.mapping[0].secretKey", id="secretkey-dotdot-prefix"),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": "."}]},
+        "spec.mapping[0].secretKey",
+        id="secretkey-dot",
+    ),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": ".."}]},
+        "spec.mapping[0].secretKey",
+        id="secretkey-dotdot",
+    ),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": "..data"}]},
+        "spec.mapping[0].secretKey",
+        id="secretkey-dotdot-prefix",
+    ),
     # S1.3.6 effective secretKey unique
-    pytest.param({"mapping": [{"key": "A"}, {"key": "A"}]}, "spec.mapping",
-                 id="duplicate-effective-key"),
-    pytest.param({"mapping": [{"key": "A"}, {"key": "B", "secretKey": "A"}]}, "spec.mapping",
-                 id="secretkey-collides-with-key"),
+    pytest.param(
+        {"mapping": [{"key": "A"}, {"key": "A"}]}, "spec.mapping", id="duplicate-effective-key"
+    ),
+    pytest.param(
+        {"mapping": [{"key": "A"}, {"key": "B", "secretKey": "A"}]},
+        "spec.mapping",
+        id="secretkey-collides-with-key",
+    ),
     pytest.param({"mapping": _mapping(257)}, "spec.mapping", id="mapping-too-many"),
     # S1.3.7 acknowledgements
-    pytest.param({"acknowledgedLoaderKeys": ["LD_*"]}, "spec.acknowledgedLoaderKeys[0]",
-                 id="ack-wildcard"),
-    pytest.param({"acknowledgedLoaderKeys": ["DATABASE_URL"]}, "spec.acknowledgedLoaderKeys[0]",
-                 id="ack-unprotected"),
-    pytest.param({"acknowledgedLoaderKeys": ["LDAP_URL"]}, "spec.acknowledgedLoaderKeys[0]",
-                 id="ack-ld-without-underscore"),
-    pytest.param({"acknowledgedLoaderKeys": ["PATH", "PATH"]}, "spec.acknowledgedLoaderKeys[1]",
-                 id="ack-duplicate"),
-    pytest.param({"acknowledgedLoaderKeys": [f"LD_X{i}" for i in range(65)]},
-                 "spec.acknowledgedLoaderKeys", id="ack-too-many"),
+    pytest.param(
+        {"acknowledgedLoaderKeys": ["LD_*"]}, "spec.acknowledgedLoaderKeys[0]", id="ack-wildcard"
+    ),
+    pytest.param(
+        {"acknowledgedLoaderKeys": ["DATABASE_URL"]},
+        "spec.acknowledgedLoaderKeys[0]",
+        id="ack-unprotected",
+    ),
+    pytest.param(
+        {"acknowledgedLoaderKeys": ["LDAP_URL"]},
+        "spec.acknowledgedLoaderKeys[0]",
+        id="ack-ld-without-underscore",
+    ),
+    pytest.param(
+        {"acknowledgedLoaderKeys": ["PATH", "PATH"]},
+        "spec.acknowledgedLoaderKeys[1]",
+        id="ack-duplicate",
+    ),
+    pytest.param(
+        {"acknowledgedLoaderKeys": [f"LD_X{i}" for i in range(65)]},
+        "spec.acknowledgedLoaderKeys",
+        id="ack-too-many",
+    ),
     # S1.3.10 resyncInterval
     pytest.param({"resyncInterval": "5s"}, "spec.resyncInterval", id="resync-below-10s"),
     pytest.param({"resyncInterval": "0s"}, "spec.resyncInterval", id="resync-zero"),
     pytest.param({"resyncInterval": "5 minutes"}, "spec.resyncInterval", id="resync-grammar"),
-    pytest.param({"resyncInterval": "9999999999h"}, "spec.resyncInterval",
-                 id="resync-overflow"),
+    pytest.param({"resyncInterval": "9999999999h"}, "spec.resyncInterval", id="resync-overflow"),
     pytest.param({"resyncInterval": "-1m"}, "spec.resyncInterval", id="resync-negative"),
 ]
 
@@ -157,33 +218,69 @@ VALID_SECRETS = [
     pytest.param({}, id="minimal-mapping"),
     pytest.param({"allKeys": True, "mapping": DELETE}, id="all-keys"),
     pytest.param({"allKeys": False}, id="explicit-allkeys-false"),
-    pytest.param({"auth": {"secretRef": DELETE, "serviceAccountRef": {"name": "builder"}}},
-                 id="service-account-federation"),
-    pytest.param({"target": {"type": "kubernetes.io/tls"},
-                  "mapping": [{"key": "CERT", "secretKey": "tls.crt"},
-                              {"key": "KEY", "secretKey": "tls.key"}]}, id="tls"),
-    pytest.param({"target": {"type": "kubernetes.io/dockerconfigjson"},
-                  "mapping": [{"key": "DOCKER", "secretKey": ".dockerconfigjson"}]},
-                 id="dockerconfigjson"),
-    pytest.param({"target": {"type": "kubernetes.io/dockercfg"},
-                  "mapping": [{"key": "DOCKER", "secretKey": ".dockercfg"}]}, id="dockercfg"),
-    pytest.param({"target": {"type": "kubernetes.io/basic-auth"},
-                  "mapping": [{"key": "USER", "secretKey": "username"}]}, id="basic-auth"),
-    pytest.param({"target": {"type": "kubernetes.io/ssh-auth"},
-                  "mapping": [{"key": "SSH", "secretKey": "ssh-privatekey"}]}, id="ssh-auth"),
-    pytest.param({"mapping": [{"key": "PATH"}, {"key": "LD_PRELOAD"}, {"key": "GIT_SSH"}],
-                  "acknowledgedLoaderKeys": ["PATH", "LD_PRELOAD", "GIT_SSH"]},
-                 id="acknowledged-loader-keys"),
+    pytest.param(
+        {"auth": {"secretRef": DELETE, "serviceAccountRef": {"name": "builder"}}},
+        id="service-account-federation",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/tls"},
+            "mapping": [
+                {"key": "CERT", "secretKey": "tls.crt"},
+                {"key": "KEY", "secretKey": "tls.key"},
+            ],
+        },
+        id="tls",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/dockerconfigjson"},
+            "mapping": [{"key": "DOCKER", "secretKey": ".dockerconfigjson"}],
+        },
+        id="dockerconfigjson",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/dockercfg"},
+            "mapping": [{"key": "DOCKER", "secretKey": ".dockercfg"}],
+        },
+        id="dockercfg",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/basic-auth"},
+            "mapping": [{"key": "USER", "secretKey": "username"}],
+        },
+        id="basic-auth",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/ssh-auth"},
+            "mapping": [{"key": "SSH", "secretKey": "ssh-privatekey"}],
+        },
+        id="ssh-auth",
+    ),
+    pytest.param(
+        {
+            "mapping": [{"key": "PATH"}, {"key": "LD_PRELOAD"}, {"key": "GIT_SSH"}],
+            "acknowledgedLoaderKeys": ["PATH", "LD_PRELOAD", "GIT_SSH"],
+        },
+        id="acknowledged-loader-keys",
+    ),
     pytest.param({"acknowledgedLoaderKeys": sorted(PROTECTED_NAMES)}, id="every-baseline-name"),
     pytest.param({"resyncInterval": "10s"}, id="resync-minimum"),
     pytest.param({"resyncInterval": "1h30m"}, id="resync-compound"),
     pytest.param({"resyncInterval": "10000ms"}, id="resync-milliseconds"),
     pytest.param({"resyncInterval": "0.5h"}, id="resync-fraction"),
-    pytest.param({"projection": "config-only", "target": {"creationPolicy": "Orphan"}},
-                 id="config-only-orphan"),
+    pytest.param(
+        {"projection": "config-only", "target": {"creationPolicy": "Orphan"}},
+        id="config-only-orphan",
+    ),
     pytest.param({"mapping": _mapping(256)}, id="mapping-256"),
-    pytest.param({"mapping": [{"key": "A", "secretKey": "a..b"},
-                              {"key": "B", "secretKey": "._b"}]}, id="secretkey-dots-inside"),
+    pytest.param(
+        {"mapping": [{"key": "A", "secretKey": "a..b"}, {"key": "B", "secretKey": "._b"}]},
+        id="secretkey-dots-inside",
+    ),
     pytest.param({"acknowledgedLoaderKeys": [f"LD_X{i}" for i in range(64)]}, id="ack-64"),
 ]
 
@@ -240,7 +337,8 @@ def test_acknowledgement_rule_covers_every_protected_name():
 
     crd = next(c for c in load_crd_manifests() if c["spec"]["names"]["kind"] == "HikyoSecret")
     items = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
-        "properties"]["acknowledgedLoaderKeys"]["items"]
+        "properties"
+    ]["acknowledgedLoaderKeys"]["items"]
     rule = items["x-kubernetes-validations"][0]["rule"]
     for name in PROTECTED_NAMES:
         assert f"'{name}'" in rule
@@ -292,8 +390,11 @@ def test_valid_hikyoinstance_is_accepted(api_client):
     name = _unique("good")
     created = _create_instance(
         api_client,
-        make_hikyoinstance(name, caBundle=CA_BUNDLE.decode(),
-                           audience="https://hikyo.example.test/kubernetes/primary"),
+        make_hikyoinstance(
+            name,
+            caBundle=CA_BUNDLE.decode(),
+            audience="https://hikyo.example.test/kubernetes/primary",
+        ),
     )
     assert created["spec"]["caBundle"] == CA_BUNDLE.decode()
     # Labels and annotations stay editable; only the spec is frozen.

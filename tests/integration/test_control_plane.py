@@ -50,8 +50,11 @@ def test_owned_secret_is_garbage_collected_after_its_hikyosecret(api_client, crd
                 name="app-env",
                 owner_references=[
                     client.V1OwnerReference(
-                        api_version=f"{GROUP}/{VERSION}", kind="HikyoSecret", name="owner",
-                        uid=owner["metadata"]["uid"], controller=True,
+                        api_version=f"{GROUP}/{VERSION}",
+                        kind="HikyoSecret",
+                        name="owner",
+                        uid=owner["metadata"]["uid"],
+                        controller=True,
                     )
                 ],
             ),
@@ -124,12 +127,24 @@ def test_printer_columns_through_the_table_api(api_client, crds, namespace):
         GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret("cols")
     )
     table = json.loads(
-        get_raw(api_client, f"/apis/{GROUP}/{VERSION}/hikyosecrets",
-                accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+        get_raw(
+            api_client,
+            f"/apis/{GROUP}/{VERSION}/hikyosecrets",
+            accept="application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
     )
     names = [column["name"] for column in table["columnDefinitions"]]
-    for expected in ("Name", "Instance", "Target", "Keys", "Lifecycle", "Ready", "Synced",
-                     "Last Delivery", "Age"):
+    for expected in (
+        "Name",
+        "Instance",
+        "Target",
+        "Keys",
+        "Lifecycle",
+        "Ready",
+        "Synced",
+        "Last Delivery",
+        "Age",
+    ):
         assert expected in names, names
     row = next(r for r in table["rows"] if r["object"]["metadata"]["name"] == "cols")
     assert row["cells"][names.index("Target")] == "app-env"
@@ -142,7 +157,10 @@ def test_kubectl_get_hksec_all_namespaces(binaries, kubeconfig, crds, api_client
     )
     result = subprocess.run(
         [str(binaries.kubectl), f"--kubeconfig={kubeconfig}", "get", "hksec", "-A"],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     header = result.stdout.splitlines()[0].split()
     assert header[:4] == ["NAMESPACE", "NAME", "INSTANCE", "TARGET"], result.stdout

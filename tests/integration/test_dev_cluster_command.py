@@ -43,8 +43,7 @@ def test_up_status_down(binaries, tmp_path):
     assert state is not None
     for component in state["components"]:
         assert not Path(f"/proc/{component['pid']}/cmdline").exists() or (
-            Path(f"/proc/{component['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            == "Z"
+            Path(f"/proc/{component['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         )
     with pytest.raises(CommandError, match="no cluster"):
         call_command("dev_cluster", "status", state_dir=state_dir, stdout=StringIO())

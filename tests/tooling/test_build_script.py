@@ -26,9 +26,7 @@ def _clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_missing_go_toolchain_is_one_clear_line(tmp_path):
-    no_go = ":".join(
-        p for p in os.environ["PATH"].split(":") if not (Path(p) / "go").exists()
-    )
+    no_go = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "go").exists())
     result = _run(_clean_env(tmp_path, PATH=no_go))
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]

@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from workers.engine.delivery import (
@@ -27,8 +27,15 @@ FUZZ = settings(
 )
 
 KNOWN_MEMBERS = (
-    "current", "cursor", "change_token", "schema_revision", "pin_expired", "keys",
-    "credential_expires_at", "pinned_revision", "capabilities",
+    "current",
+    "cursor",
+    "change_token",
+    "schema_revision",
+    "pin_expired",
+    "keys",
+    "credential_expires_at",
+    "pinned_revision",
+    "capabilities",
 )
 KNOWN_KEY_MEMBERS = ("name", "classification", "presence", "value")
 
@@ -64,8 +71,8 @@ scalars = st.one_of(
 )
 json_values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(weird_text, inner, max_size=4),
-    max_leaves=12,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(weird_text, inner, max_size=3),
+    max_leaves=6,
 )
 
 valid_name = st.text(min_size=1, max_size=20).filter(
@@ -108,26 +115,37 @@ def valid_delivery(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
+ACTIONS = ("delete", "null", "replace", "add-key", "retarget-presence", "copy-key", "set-current")
+
+
 @st.composite
 def perturbed_delivery(draw: st.DrawFn) -> dict[str, Any]:
-    """A valid delivery with a few members deleted, nulled, retyped or added."""
+    """A valid delivery with a few members deleted, nulled, retyped or added, plus
+    targeted moves towards S3.4.3-5 (a value on a declared key, a repeated name,
+    current with keys) so those rules are exercised on every run."""
     doc = draw(valid_delivery())
     for _ in range(draw(st.integers(1, 4))):
-        targets = [doc]
-        targets.extend(k for k in doc.get("keys", []) if isinstance(k, dict))
-        target = draw(st.sampled_from(targets))
+        keys = doc.get("keys")
+        entries = [k for k in keys if isinstance(k, dict)] if isinstance(keys, list) else []
+        target = draw(st.sampled_from([doc, *entries]))
         members = KNOWN_MEMBERS if target is doc else KNOWN_KEY_MEMBERS
         member = draw(st.sampled_from(members) | weird_text)
-        action = draw(st.sampled_from(["delete", "null", "replace", "add-key"]))
+        action = draw(st.sampled_from(ACTIONS))
         if action == "delete":
             target.pop(member, None)
         elif action == "null":
             target[member] = None
         elif action == "replace":
-            target[member] = draw(json_values)
-        elif isinstance(doc.get("keys"), list):
-            extra = draw(st.one_of(json_values, valid_key(draw(valid_name))))
-            doc["keys"].append(extra)
+            target[member] = draw(st.one_of(weird_text, json_values))
+        elif action == "add-key" and isinstance(keys, list):
+            keys.append(draw(st.one_of(json_values, valid_key(draw(valid_name)))))
+        elif action == "retarget-presence" and target is not doc:
+            target["presence"] = draw(st.sampled_from(sorted(PRESENCES)))
+            target["value"] = draw(st.text(max_size=5))
+        elif action == "copy-key" and entries:
+            keys.append(dict(draw(st.sampled_from(entries))))
+        elif action == "set-current":
+            doc["current"] = True
     return doc
 
 
@@ -183,7 +201,9 @@ def decode_or_invalid(body: bytes) -> Delivery | None:
         delivery = decode_delivery(body)
     except InvalidResponse as error:
         assert str(error).startswith("S3.4")
+        event(str(error).partition(":")[0])  # which rule fired (--hypothesis-show-statistics)
         return None
+    event("decoded")
     assert_satisfies_s34(delivery)
     return delivery
 

@@ -51,6 +51,12 @@ from .delivery import (
     is_authoritative_not_found,
 )
 
+try:  # urllib3 2.x; 1.26 keeps these elsewhere or lacks them
+    from urllib3.util.ssl_match_hostname import CertificateError as _HostnameMismatch
+except ImportError:  # pragma: no cover
+    _HostnameMismatch = ssl.CertificateError
+_NameResolutionError = getattr(urllib3.exceptions, "NameResolutionError", socket.gaierror)
+
 __all__ = [
     "FetchResult",
     "HikyoClient",
@@ -272,7 +278,7 @@ class _Deadline:
 
 
 def _shutdown(conn: Any) -> None:
-    sock = getattr(conn, "sock", None)
+    sock = getattr(conn, "hikyo_socket", None) or getattr(conn, "sock", None)
     if sock is None:
         return  # not connected yet: the connect/handshake timeout bounds that phase
     # The plain-socket method: SSLSocket.shutdown would also drop the TLS object under
@@ -281,8 +287,21 @@ def _shutdown(conn: Any) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+class _TrackedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    """Remembers its socket: http.client drops ``sock`` from a connection whose response
+    will close it (HTTP/1.0, ``Connection: close``) while the body is still being read."""
+
+    hikyo_socket: socket.socket | None = None
+
+    def connect(self) -> None:
+        super().connect()
+        self.hikyo_socket = self.sock
+
+
 class _DeadlineHTTPSConnectionPool(urllib3.HTTPSConnectionPool):
     """Hands every connection (new or reused) to the active deadline before use."""
+
+    ConnectionCls = _TrackedHTTPSConnection
 
     def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
         deadline = _current_deadline.get()
@@ -407,18 +426,19 @@ def _transport_detail(exc: BaseException, deadline: _Deadline) -> str:
     def has(*classes: type[BaseException]) -> bool:
         return any(isinstance(item, classes) for item in chain)
 
-    if has(ssl.SSLCertVerificationError, urllib3.exceptions.CertificateError):
+    if has(ssl.SSLCertVerificationError, _HostnameMismatch):
         return "TLS verification failed"
+    # Before the timeouts: urllib3's NewConnectionError subclasses ConnectTimeoutError.
+    if has(_NameResolutionError, socket.gaierror):
+        return "name resolution failed"
+    if has(urllib3.exceptions.NewConnectionError, ConnectionRefusedError):
+        return "connection failed"
     if has(requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError):
         return "connect timeout"
     if has(requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError):
         return "timeout"
     if has(ssl.SSLError, urllib3.exceptions.SSLError, requests.exceptions.SSLError):
         return "TLS handshake failed"
-    if has(urllib3.exceptions.NameResolutionError, socket.gaierror):
-        return "name resolution failed"
-    if has(urllib3.exceptions.NewConnectionError, ConnectionRefusedError):
-        return "connection failed"
     if has(
         urllib3.exceptions.ProtocolError,
         requests.exceptions.ChunkedEncodingError,
@@ -566,16 +586,19 @@ class HikyoClient:
         with _Deadline(self._timeout) as deadline:
             response = None
             try:
-                response = self._session.request(
-                    method,
-                    url,
-                    headers=headers,
-                    data=data,
-                    allow_redirects=False,
+                # The adapter directly, not Session.send: even with allow_redirects=False
+                # the session reads a 3xx body in full (uncapped) to prepare the next hop,
+                # and it would extract cookies.
+                prepared = self._session.prepare_request(
+                    requests.Request(method, url, headers=headers, data=data)
+                )
+                response = self._session.get_adapter(prepared.url).send(
+                    prepared,
                     stream=True,
                     timeout=(self._connect_timeout, self._timeout),
-                    proxies={},
                     verify=True,
+                    cert=None,
+                    proxies={},
                 )
                 return self._read_answer(response, body_limit, deadline)
             except _TRANSPORT_ERRORS as exc:

@@ -29,15 +29,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["up", "down", "status"])
         parser.add_argument(
-            "--state-dir", type=Path, default=None,
+            "--state-dir",
+            type=Path,
+            default=None,
             help=f"where PKI, logs and kubeconfig live (default {settings.DEV_CLUSTER_DIR})",
         )
         parser.add_argument(
             "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
         )
 
-    def handle(self, *args: Any, action: str, state_dir: Path | None, port: int | None,
-               **options: Any) -> None:
+    def handle(
+        self, *args: Any, action: str, state_dir: Path | None, port: int | None, **options: Any
+    ) -> None:
         state_dir = (state_dir or settings.DEV_CLUSTER_DIR).resolve()
         getattr(self, f"_{action}")(state_dir, port)
 

@@ -1,0 +1,108 @@
+"""The engine's recorder: turns a RunResult into observation rows. Never raises.
+
+Unchanged runs (no status write, no Secret write, no event) only bump the object's counters and
+"last checked" time (design.md principle 3); everything else keeps a ReconcileRun row, pruned to
+the latest few hundred per object.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from workers.engine.conditions import READY, SYNCED
+from workers.engine.reconcile import RunResult
+
+from .models import ConditionChange, EventRecord, ReconcileRun, TrackedObject
+
+log = logging.getLogger(__name__)
+
+_KEPT_CONDITION_FIELDS = (
+    "type",
+    "status",
+    "reason",
+    "message",
+    "observedGeneration",
+    "lastTransitionTime",
+)
+
+
+def _by_type(conditions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        c["type"]: {k: c.get(k) for k in _KEPT_CONDITION_FIELDS} for c in conditions if "type" in c
+    }
+
+
+def record_run(result: RunResult, started: datetime, duration_seconds: float) -> None:
+    """Records one reconcile; a recording failure is logged, never raised (it must not block)."""
+    if not result.uid:
+        return  # the CR is gone: nothing to attach the run to
+    try:
+        _record(result, started, duration_seconds)
+    except Exception:
+        log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
+
+
+@transaction.atomic
+def _record(result: RunResult, started: datetime, duration_seconds: float) -> None:
+    outcome = result.outcome
+    before = _by_type(result.conditions_before)
+    after = _by_type(result.conditions_after)
+    changed = result.status_written or outcome.wrote_secret or bool(result.events_emitted)
+
+    tracked, _ = TrackedObject.objects.get_or_create(
+        uid=result.uid, defaults={"namespace": result.namespace, "name": result.name}
+    )
+    tracked.namespace, tracked.name = result.namespace, result.name
+    tracked.generation = result.generation
+    tracked.conditions = list(after.values())
+    ready = after.get(READY)
+    tracked.ready = None if ready is None else ready.get("status") == "True"
+    tracked.synced_reason = (after.get(SYNCED) or {}).get("reason") or ""
+    if outcome.lifecycle:
+        tracked.lifecycle = outcome.lifecycle
+    tracked.last_checked_at = started
+    tracked.runs_total += 1
+    if changed:
+        tracked.last_changed_at = started
+    else:
+        tracked.runs_unchanged += 1
+    tracked.save()
+    if not changed:
+        return
+
+    identity = {"uid": result.uid, "namespace": result.namespace, "name": result.name}
+    ReconcileRun.objects.create(
+        **identity,
+        started_at=started,
+        duration_ms=max(0, round(duration_seconds * 1000)),
+        reason=outcome.reason,
+        message=outcome.message,
+        lifecycle=outcome.lifecycle or "",
+        requeue=outcome.requeue.value,
+        fetched=outcome.fetched,
+        wrote_secret=outcome.wrote_secret,
+        status_written=result.status_written,
+    )
+    ReconcileRun.objects.prune(result.uid)
+    for type_ in sorted(set(before) | set(after)):
+        old, new = before.get(type_) or {}, after.get(type_) or {}
+        if (old.get("status"), old.get("reason")) == (new.get("status"), new.get("reason")):
+            continue
+        ConditionChange.objects.create(
+            **identity,
+            at=started,
+            type=type_,
+            old_status=old.get("status") or "",
+            old_reason=old.get("reason") or "",
+            new_status=new.get("status") or "",
+            new_reason=new.get("reason") or "",
+            message=new.get("message") or "",
+        )
+    for event in result.events_emitted:
+        EventRecord.objects.create(
+            **identity, at=started, type=event.type, reason=event.reason, message=event.message
+        )

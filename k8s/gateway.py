@@ -1,0 +1,399 @@
+"""The engine's ``Cluster`` port over the official client: plain data in, our errors out.
+
+Every call here is a direct API request (the Python client has no cache), so every read is the
+"uncached GET" the spec asks for. Secrets are only ever read by name: never listed or watched.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from workers.engine.outcome import Event
+from workers.engine.ports import SecretObject
+
+from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
+from .events import EventSink
+
+log = logging.getLogger(__name__)
+
+GROUP = "hikyo.dev"
+VERSION = "v1alpha1"
+SECRETS_PLURAL = "hikyosecrets"
+INSTANCES_PLURAL = "hikyoinstances"
+
+
+def translate(
+    error: ApiException,
+    action: str,
+    *,
+    verb: str,
+    group: str,
+    resource: str,
+    namespace: str = "",
+    subresource: str = "",
+) -> KubeError:
+    """Maps an ApiException to our tree, keeping only status and reason (never the body)."""
+    status = error.status
+    reason = ""
+    causes: list[dict[str, Any]] = []
+    try:
+        body = json.loads(error.body or "{}")
+        reason = str(body.get("reason") or "")
+        causes = list((body.get("details") or {}).get("causes") or [])
+    except (TypeError, ValueError):
+        pass
+    if status == 404:
+        return NotFound(action, status, reason)
+    if status == 409:
+        return (AlreadyExists if reason == "AlreadyExists" else Conflict)(action, status, reason)
+    if status == 403:
+        return Forbidden(
+            action,
+            status,
+            reason,
+            verb=verb,
+            group=group,
+            resource=resource,
+            subresource=subresource,
+            namespace=namespace,
+            namespace_terminating=any(c.get("type") == "NamespaceTerminating" for c in causes),
+        )
+    if status == 410:
+        return Gone(action, status, reason)
+    if status == 422:
+        return Invalid(action, status, reason)
+    return KubeError(action, status, reason)
+
+
+def _owner_reference(ref: client.V1OwnerReference) -> dict[str, Any]:
+    fields = {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "name": ref.name,
+        "uid": ref.uid,
+        "controller": ref.controller,
+        "blockOwnerDeletion": ref.block_owner_deletion,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _secret_from(model: client.V1Secret) -> SecretObject:
+    metadata = model.metadata
+    return SecretObject(
+        namespace=metadata.namespace,
+        name=metadata.name,
+        type=model.type or "Opaque",
+        data={k: base64.b64decode(v) for k, v in (model.data or {}).items()},
+        uid=metadata.uid or "",
+        resource_version=metadata.resource_version or "",
+        labels=dict(metadata.labels or {}),
+        annotations=dict(metadata.annotations or {}),
+        owner_references=[_owner_reference(ref) for ref in metadata.owner_references or []],
+        finalizers=list(metadata.finalizers or []),
+        deleting=metadata.deletion_timestamp is not None,
+    )
+
+
+def _secret_body(secret: SecretObject) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": secret.name, "namespace": secret.namespace}
+    if secret.resource_version:
+        metadata["resourceVersion"] = secret.resource_version
+    if secret.uid:
+        metadata["uid"] = secret.uid
+    if secret.labels:
+        metadata["labels"] = secret.labels
+    if secret.annotations:
+        metadata["annotations"] = secret.annotations
+    if secret.owner_references:
+        metadata["ownerReferences"] = secret.owner_references
+    if secret.finalizers:
+        metadata["finalizers"] = secret.finalizers
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": secret.type,
+        "data": {k: base64.b64encode(v).decode() for k, v in secret.data.items()},
+    }
+
+
+class KubeCluster:
+    """Implements workers.engine.ports.Cluster."""
+
+    def __init__(self, api_client: client.ApiClient, events: EventSink | None = None) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.authorization = client.AuthorizationV1Api(api_client)
+        self.events = events or EventSink(self.core)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, SECRETS_PLURAL, name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise translate(
+                error,
+                f"get hikyosecrets {namespace}/{name}",
+                verb="get",
+                group=GROUP,
+                resource=SECRETS_PLURAL,
+                namespace=namespace,
+            ) from None
+
+    def get_instance(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_cluster_custom_object(GROUP, VERSION, INSTANCES_PLURAL, name)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise translate(
+                error,
+                f"get hikyoinstances {name}",
+                verb="get",
+                group=GROUP,
+                resource=INSTANCES_PLURAL,
+            ) from None
+
+    def get_secret(self, namespace: str, name: str) -> SecretObject | None:
+        try:
+            return _secret_from(self.core.read_namespaced_secret(name, namespace))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise translate(
+                error,
+                f"get secrets {namespace}/{name}",
+                verb="get",
+                group="",
+                resource="secrets",
+                namespace=namespace,
+            ) from None
+
+    def get_service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            account = self.core.read_namespaced_service_account(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise translate(
+                error,
+                f"get serviceaccounts {namespace}/{name}",
+                verb="get",
+                group="",
+                resource="serviceaccounts",
+                namespace=namespace,
+            ) from None
+        return self.api_client.sanitize_for_serialization(account)
+
+    def request_token(
+        self, namespace: str, service_account: str, audience: str, seconds: int
+    ) -> str:
+        """S2.3.4: exactly one audience, 600 s, no bound object; the token stays in memory."""
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[audience], expiration_seconds=seconds)
+        )
+        try:
+            response = self.core.create_namespaced_service_account_token(
+                service_account, namespace, request
+            )
+        except ApiException as error:
+            raise translate(
+                error,
+                f"create serviceaccounts/token {namespace}/{service_account}",
+                verb="create",
+                group="",
+                resource="serviceaccounts",
+                subresource="token",
+                namespace=namespace,
+            ) from None
+        return response.status.token
+
+    def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]:
+        """R7 via the CRD's selectable field spec.target.name."""
+        try:
+            listed = self.custom.list_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                SECRETS_PLURAL,
+                field_selector=f"spec.target.name={target}",
+            )
+        except ApiException as error:
+            raise translate(
+                error,
+                f"list hikyosecrets {namespace}",
+                verb="list",
+                group=GROUP,
+                resource=SECRETS_PLURAL,
+                namespace=namespace,
+            ) from None
+        return list(listed.get("items") or [])
+
+    def any_hikyosecret_has_stamp(self) -> bool:
+        """S6.3: an uncached list of every CR in reach, looking for a recorded stamp."""
+        try:
+            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
+        except ApiException as error:
+            raise translate(
+                error, "list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL
+            ) from None
+        return any((item.get("status") or {}).get("stamp") for item in listed.get("items") or [])
+
+    def lease_renewed_at(self, namespace: str, name: str) -> datetime | None:
+        try:
+            lease = self.coordination.read_namespaced_lease(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise translate(
+                error,
+                f"get leases {namespace}/{name}",
+                verb="get",
+                group="coordination.k8s.io",
+                resource="leases",
+                namespace=namespace,
+            ) from None
+        return lease.spec.renew_time if lease.spec else None
+
+    def access_allowed(
+        self, verb: str, group: str, resource: str, subresource: str, namespace: str
+    ) -> bool:
+        """S4.15: a SelfSubjectAccessReview for the call that was forbidden."""
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    verb=verb,
+                    group=group,
+                    resource=resource,
+                    subresource=subresource or None,
+                    namespace=namespace,
+                )
+            )
+        )
+        try:
+            answer = self.authorization.create_self_subject_access_review(review)
+        except ApiException as error:
+            raise translate(
+                error,
+                "create selfsubjectaccessreviews",
+                verb="create",
+                group="authorization.k8s.io",
+                resource="selfsubjectaccessreviews",
+            ) from None
+        return bool(answer.status and answer.status.allowed)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create_secret(self, secret: SecretObject) -> SecretObject:
+        try:
+            created = self.core.create_namespaced_secret(secret.namespace, _secret_body(secret))
+        except ApiException as error:
+            raise translate(
+                error,
+                f"create secrets {secret.namespace}/{secret.name}",
+                verb="create",
+                group="",
+                resource="secrets",
+                namespace=secret.namespace,
+            ) from None
+        return _secret_from(created)
+
+    def replace_secret(self, secret: SecretObject) -> SecretObject:
+        """A full update with the read resourceVersion as precondition (409 on a race)."""
+        try:
+            replaced = self.core.replace_namespaced_secret(
+                secret.name, secret.namespace, _secret_body(secret)
+            )
+        except ApiException as error:
+            raise translate(
+                error,
+                f"update secrets {secret.namespace}/{secret.name}",
+                verb="update",
+                group="",
+                resource="secrets",
+                namespace=secret.namespace,
+            ) from None
+        return _secret_from(replaced)
+
+    def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None:
+        """S4.10.2: preconditions on UID and resourceVersion, so a replacement is never hit."""
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version)
+        )
+        try:
+            self.core.delete_namespaced_secret(name, namespace, body=options)
+        except ApiException as error:
+            raise translate(
+                error,
+                f"delete secrets {namespace}/{name}",
+                verb="delete",
+                group="",
+                resource="secrets",
+                namespace=namespace,
+            ) from None
+
+    def patch_hikyosecret_finalizers(
+        self, namespace: str, name: str, finalizers: list[str], resource_version: str
+    ) -> None:
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
+        try:
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, SECRETS_PLURAL, name, body
+            )
+        except ApiException as error:
+            raise translate(
+                error,
+                f"patch hikyosecrets {namespace}/{name}",
+                verb="patch",
+                group=GROUP,
+                resource=SECRETS_PLURAL,
+                namespace=namespace,
+            ) from None
+
+    def patch_hikyosecret_status(
+        self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
+    ) -> None:
+        """A JSON merge patch of the status subresource (None removes a field)."""
+        body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, SECRETS_PLURAL, name, body
+            )
+        except ApiException as error:
+            raise translate(
+                error,
+                f"patch hikyosecrets/status {namespace}/{name}",
+                verb="patch",
+                group=GROUP,
+                resource=SECRETS_PLURAL,
+                subresource="status",
+                namespace=namespace,
+            ) from None
+
+    def emit_event(self, cr: dict[str, Any], event: Event) -> None:
+        try:
+            self.events.emit(cr, event)
+        except ApiException as error:
+            metadata = cr.get("metadata") or {}
+            raise translate(
+                error,
+                f"create events {metadata.get('namespace')}",
+                verb="create",
+                group="",
+                resource="events",
+                namespace=metadata.get("namespace", ""),
+            ) from None

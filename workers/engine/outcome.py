@@ -1,0 +1,94 @@
+"""What one reconcile decided: conditions, status fields, events and when to run again.
+
+The queue decides timing from ``requeue`` (controller-runtime's Result, pattern 2); the apply
+step writes the status once, last (S4.9).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conditions import SYNCED, Condition
+
+
+class Requeue(enum.Enum):
+    RESYNC = "resync"  # after resyncInterval x jitter (S4.1.3)
+    BACKOFF = "backoff"  # per-CR exponential backoff
+    AFTER = "after"  # after ``delay`` seconds, no backoff step (first 404, 429)
+    NONE = "none"  # nothing to do until a watch event
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+# Status fields a Delivery refusal, a failed write or a scrub clears (S4.8.5, S4.9).
+CURSOR_FIELDS = ("cursor", "cursorBinding")
+
+
+@dataclass
+class Outcome:
+    """One reconcile's decision. ``status`` maps field -> value, None meaning "remove"."""
+
+    reason: str
+    requeue: Requeue
+    message: str = ""
+    delay: float | None = None
+    lifecycle: str | None = None  # None keeps the stored lifecycle
+    conditions: dict[str, Condition | None] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    write_status: bool = True  # False: stop without any write (R0, terminating namespace)
+    forced_full_next: bool = False  # withhold the cursor on the next run (S4.10.0)
+    fetched: bool = False
+    wrote_secret: bool = False
+
+    def clearing_cursor(self) -> Outcome:
+        for name in CURSOR_FIELDS:
+            self.status[name] = None
+        return self
+
+
+def failure(
+    message: str,
+    *,
+    requeue: Requeue = Requeue.BACKOFF,
+    delay: float | None = None,
+    clear_cursor: bool = False,
+) -> Outcome:
+    """S4.11: Synced=False/FetchFailed, Retained, Warning event; nothing else is touched."""
+    outcome = Outcome(
+        reason="FetchFailed",
+        message=message,
+        requeue=requeue,
+        delay=delay,
+        lifecycle="Retained",
+        conditions={SYNCED: Condition(SYNCED, "False", "FetchFailed", message)},
+        events=[Event("Warning", "FetchFailed", message)],
+    )
+    return outcome.clearing_cursor() if clear_cursor else outcome
+
+
+def refusal(
+    condition: Condition, *, clear_cursor: bool = False, lifecycle: str = "Refused"
+) -> Outcome:
+    """A deliberate decline (Designation, Conflict, Delivery): Warning event, requeue at resync."""
+    outcome = Outcome(
+        reason=condition.reason,
+        message=condition.message,
+        requeue=Requeue.RESYNC,
+        lifecycle=lifecycle,
+        conditions={condition.type: condition},
+        events=[Event("Warning", condition.reason, condition.message)],
+    )
+    return outcome.clearing_cursor() if clear_cursor else outcome
+
+
+def stop_quietly(reason: str, message: str = "") -> Outcome:
+    """R0 and friends: nothing to write, nothing to schedule."""
+    return Outcome(reason=reason, message=message, requeue=Requeue.NONE, write_status=False)

@@ -1,0 +1,100 @@
+"""What the engine needs from Kubernetes and from the shared coordination store.
+
+The k8s package implements ``Cluster`` over the real API; the engine only sees plain data and
+the errors of ``k8s.errors``. Every read here is uncached: the Python client keeps no cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from .outcome import Event
+
+HIKYO_API_VERSION = "hikyo.dev/v1alpha1"
+
+
+@dataclass
+class SecretObject:
+    """A Secret as plain data. ``data`` holds raw bytes and never appears in repr."""
+
+    namespace: str
+    name: str
+    type: str = "Opaque"
+    data: dict[str, bytes] = field(default_factory=dict, repr=False)
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner_references: list[dict[str, Any]] = field(default_factory=list)
+    finalizers: list[str] = field(default_factory=list)
+    deleting: bool = False
+
+    def controller_uid(self) -> str | None:
+        for ref in self.owner_references:
+            if ref.get("controller"):
+                return ref.get("uid")
+        return None
+
+    def controlled_by(self, cr_uid: str) -> bool:
+        """S0.3 "controlled": a controller ownerReference with this CR's UID."""
+        return any(
+            ref.get("controller")
+            and ref.get("uid") == cr_uid
+            and ref.get("apiVersion", "").startswith("hikyo.dev/")
+            and ref.get("kind") == "HikyoSecret"
+            for ref in self.owner_references
+        )
+
+
+class Cluster(Protocol):
+    def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def get_instance(self, name: str) -> dict[str, Any] | None: ...
+    def get_secret(self, namespace: str, name: str) -> SecretObject | None: ...
+    def get_service_account(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def request_token(
+        self, namespace: str, service_account: str, audience: str, seconds: int
+    ) -> str: ...
+    def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]: ...
+    def any_hikyosecret_has_stamp(self) -> bool: ...
+    def create_secret(self, secret: SecretObject) -> SecretObject: ...
+    def replace_secret(self, secret: SecretObject) -> SecretObject: ...
+    def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None: ...
+    def patch_hikyosecret_finalizers(
+        self, namespace: str, name: str, finalizers: list[str], resource_version: str
+    ) -> None: ...
+    def patch_hikyosecret_status(
+        self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
+    ) -> None: ...
+    def emit_event(self, cr: dict[str, Any], event: Event) -> None: ...
+    def access_allowed(
+        self, verb: str, group: str, resource: str, subresource: str, namespace: str
+    ) -> bool: ...
+    def lease_renewed_at(self, namespace: str, name: str) -> datetime | None: ...
+
+
+class CoordinationStore(Protocol):
+    """Shared, value-free coordination state (S8.4); in memory here, on Redis when scaled."""
+
+    def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None: ...
+    def record_not_found(self, cr_uid: str, binding: str, at: float) -> None: ...
+    def clear_not_found(self, cr_uid: str) -> None: ...
+
+
+class MemoryCoordinationStore:
+    """The embedded mode's store: lost on restart, which S8.4 allows."""
+
+    NOT_FOUND_TTL_SECONDS = 3600.0  # S4.10.0
+
+    def __init__(self) -> None:
+        self._not_found: dict[str, tuple[str, float]] = {}
+
+    def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None:
+        return self._not_found.get(cr_uid)
+
+    def record_not_found(self, cr_uid: str, binding: str, at: float) -> None:
+        self._not_found[cr_uid] = (binding, at)
+
+    def clear_not_found(self, cr_uid: str) -> None:
+        self._not_found.pop(cr_uid, None)

@@ -1,0 +1,143 @@
+"""Writing the managed Secret (S4.8), emptying it (S4.10.1), deleting a typed one (S4.10.2)
+and releasing it on Orphan deletion (S4.14.3). Each write is verified by an uncached read.
+
+Never adopt: only absent names are created, only controlled Secrets updated or deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from k8s.errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
+
+from .ports import HIKYO_API_VERSION, Cluster, SecretObject
+from .spec import SecretSpec
+
+
+class WriteFailed(Exception):
+    """A write or its verification failed; the message names the Secret, never its data."""
+
+
+class NotOwned(Exception):
+    """The target exists but is not controlled by this CR (S4.8.3)."""
+
+
+def owner_reference(spec: SecretSpec) -> dict[str, object]:
+    """S4.8.1: the one controller reference, for both creation policies."""
+    return {
+        "apiVersion": HIKYO_API_VERSION,
+        "kind": "HikyoSecret",
+        "name": spec.name,
+        "uid": spec.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+class SecretWriter:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def converge(
+        self, spec: SecretSpec, target: SecretObject | None, data: dict[str, bytes]
+    ) -> tuple[SecretObject, bool]:
+        """Creates or updates the target to exactly ``data``; returns (verified Secret, changed).
+
+        Byte-identical data skips the write (S4.8.2, S4.17).
+        """
+        if target is not None and target.data == data:
+            return target, False
+        try:
+            if target is None:
+                written = self.cluster.create_secret(
+                    SecretObject(
+                        namespace=spec.namespace,
+                        name=spec.target_name,
+                        type=spec.target_type,
+                        data=data,
+                        owner_references=[owner_reference(spec)],
+                    )
+                )
+            else:
+                written = self.cluster.replace_secret(replace(target, data=data))
+        except AlreadyExists:
+            raise WriteFailed(
+                f"Secret {spec.target_name} appeared while it was being created; it is never "
+                "adopted"
+            ) from None
+        except Conflict:
+            raise WriteFailed(
+                f"Secret {spec.target_name} changed while it was being written "
+                "(resourceVersion conflict)"
+            ) from None
+        except Forbidden:
+            raise
+        except KubeError as error:
+            raise WriteFailed(f"writing Secret {spec.target_name} failed: {error}") from None
+        self._verify(spec, written, data)
+        return written, True
+
+    def _verify(self, spec: SecretSpec, written: SecretObject, data: dict[str, bytes]) -> None:
+        """S4.8.4: controlled, same UID, desired type, byte-identical data."""
+        current = self.cluster.get_secret(spec.namespace, spec.target_name)
+        if (
+            current is None
+            or current.uid != written.uid
+            or not current.controlled_by(spec.uid)
+            or current.type != spec.target_type
+            or current.data != data
+        ):
+            raise WriteFailed(
+                f"Secret {spec.target_name} did not read back as written (verification failed)"
+            )
+
+    def empty(self, spec: SecretSpec) -> SecretObject | None:
+        """S4.10.1: the Opaque target with no data; None when it is (and stays) absent."""
+        current = self.cluster.get_secret(spec.namespace, spec.target_name)
+        if current is None:
+            return None
+        if not current.controlled_by(spec.uid):
+            raise NotOwned(spec.target_name)
+        written, _ = self.converge(spec, current, {})
+        return written
+
+    def delete_typed(self, spec: SecretSpec) -> None:
+        """S4.10.2 steps 1-3: delete with UID and resourceVersion preconditions, prove absence."""
+        current = self.cluster.get_secret(spec.namespace, spec.target_name)
+        if current is None:
+            return
+        if not current.controlled_by(spec.uid):
+            raise NotOwned(spec.target_name)
+        try:
+            self.cluster.delete_secret(
+                spec.namespace, spec.target_name, current.uid, current.resource_version
+            )
+        except NotFound:
+            pass
+        except Conflict:
+            raise WriteFailed(
+                f"Secret {spec.target_name} changed before it could be deleted "
+                "(UID/resourceVersion precondition failed)"
+            ) from None
+        after = self.cluster.get_secret(spec.namespace, spec.target_name)
+        if after is None:
+            return
+        if after.uid == current.uid:
+            raise WriteFailed(f"deletion of Secret {spec.target_name} is still pending")
+        raise WriteFailed(
+            f"a replacement Secret {spec.target_name} (new UID) appeared; it is never deleted"
+        )
+
+    def release(self, namespace: str, target_name: str, cr_uid: str) -> None:
+        """S4.14.3: drop only this CR's ownerReference, then verify it no longer controls it."""
+        current = self.cluster.get_secret(namespace, target_name)
+        if current is None or current.deleting or not current.controlled_by(cr_uid):
+            return
+        kept = [r for r in current.owner_references if r.get("uid") != cr_uid]
+        try:
+            self.cluster.replace_secret(replace(current, owner_references=kept))
+        except KubeError as error:
+            raise WriteFailed(f"releasing Secret {target_name} failed: {error}") from None
+        after = self.cluster.get_secret(namespace, target_name)
+        if after is not None and after.controlled_by(cr_uid):
+            raise WriteFailed(f"Secret {target_name} is still controlled after release")
