@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -133,10 +134,26 @@ def world(api_client, devserver, engine, namespace, db) -> Iterator[World]:
     yield built
     for result in built.results:
         record_run(result, datetime.now(UTC), 0.01)
-    DATABASE_DUMPS.append(_dump_database())
-    for result in built.results:
-        EXCEPTION_TEXTS.append(result.outcome.message)
+    SWEPT["database"].append(_dump_database())
+    SWEPT["exceptions"].extend(result.outcome.message for result in built.results)
+    _keep_for_sweep(built)
     devserver.clear_fault(built.token)
+
+
+def _keep_for_sweep(world: World) -> None:
+    """Before the namespace goes: its events and CR statuses, minus the fields that hold the
+    cursor and stamp by design; those go to SECRETS_OF_RECORD instead."""
+    for event in world.core.list_namespaced_event(world.namespace).items:
+        SWEPT["events"].append(f"{event.reason} {event.message} {event.metadata.annotations}")
+    listed = world.custom.list_namespaced_custom_object(
+        "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets"
+    )
+    for item in listed["items"]:
+        status = dict(item.get("status") or {})
+        for field in ("cursor", "stamp"):
+            if status.get(field):
+                SECRETS_OF_RECORD.add(status.pop(field))
+        SWEPT["status"].append(json.dumps(status))
 
 
 def _dump_database() -> str:
@@ -145,8 +162,9 @@ def _dump_database() -> str:
     return out.getvalue()
 
 
-DATABASE_DUMPS: list[str] = []
-EXCEPTION_TEXTS: list[str] = []
+# What the canary sweep reads: everything the operator wrote outside the Secret itself.
+SWEPT: dict[str, list[str]] = {"database": [], "exceptions": [], "events": [], "status": []}
+SECRETS_OF_RECORD: set[str] = set()  # cursors and stamps seen in status
 CAPTURED_LOGS = StringIO()
 
 

@@ -58,9 +58,13 @@ except ImportError:  # pragma: no cover
 _NameResolutionError = getattr(urllib3.exceptions, "NameResolutionError", socket.gaierror)
 
 __all__ = [
+    "DEFAULT_USER_AGENT",
+    "Delivery",
     "FetchResult",
     "HikyoClient",
+    "HikyoClientError",
     "InvalidBaseUrl",
+    "InvalidResponse",
     "InvalidTrust",
     "Outcome",
     "ReportResult",
@@ -564,8 +568,11 @@ class HikyoClient:
 
     def _scope_url(self, scope: Scope, suffix: str) -> str:
         """S3.3 path: IDs percent-encoded as single path segments."""
-        segments = [_segment(scope.org), _segment(scope.project), _segment(scope.environment)]
-        org, project, environment = segments
+        org, project, environment = (
+            _segment(scope.org),
+            _segment(scope.project),
+            _segment(scope.environment),
+        )
         return (
             f"{self._base}/api/v1/orgs/{org}/projects/{project}/environments/{environment}{suffix}"
         )
@@ -600,7 +607,7 @@ class HikyoClient:
                     cert=None,
                     proxies={},
                 )
-                return self._read_answer(response, body_limit, deadline)
+                return _read_answer(response, body_limit, deadline)
             except _TRANSPORT_ERRORS as exc:
                 return _Answer(
                     status=response.status_code if response is not None else None,
@@ -610,22 +617,22 @@ class HikyoClient:
                 if response is not None:
                     response.close()
 
-    def _read_answer(
-        self,
-        response: requests.Response,
-        body_limit: Callable[[int], int | None],
-        deadline: _Deadline,
-    ) -> _Answer:
-        status = response.status_code
-        if 300 <= status < 400:  # S3.2: never followed
-            return _Answer(status=status, detail=f"redirect refused (status {status})")
-        limit = body_limit(status)
-        if limit is None:
-            return _Answer(status=status, headers=response.headers)
-        body = _read_capped(response, limit, deadline)
-        if body is None:
-            return _Answer(status=status, headers=response.headers, oversize=True)
-        return _Answer(status=status, headers=response.headers, body=body)
+
+def _read_answer(
+    response: requests.Response,
+    body_limit: Callable[[int], int | None],
+    deadline: _Deadline,
+) -> _Answer:
+    status = response.status_code
+    if 300 <= status < 400:  # S3.2: never followed, and the body is not read
+        return _Answer(status=status, detail=f"redirect refused (status {status})")
+    limit = body_limit(status)
+    if limit is None:
+        return _Answer(status=status, headers=response.headers)
+    body = _read_capped(response, limit, deadline)
+    if body is None:
+        return _Answer(status=status, headers=response.headers, oversize=True)
+    return _Answer(status=status, headers=response.headers, body=body)
 
 
 def _read_capped(response: requests.Response, limit: int, deadline: _Deadline) -> bytes | None:
