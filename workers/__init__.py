@@ -1,5 +1,5 @@
-"""Celery app, keyed queue and the reconcile engine."""
+"""Celery app (workers.celery_app), keyed queue and the reconcile engine (workers.engine).
 
-from .celery_app import app
-
-__all__ = ["app"]
+Nothing is imported here, so the pure engine never drags in Celery or Django: run workers with
+``celery -A workers.celery_app worker``.
+"""

@@ -18,8 +18,10 @@ def test_first_delivery_creates_the_owned_secret(world):
     secret = world.target()
     assert secret is not None
     assert secret.type == "Opaque"
-    assert secret.data == {"DATABASE_URL": values["DATABASE_URL"].encode(),
-                           "log-level": values["LOG_LEVEL"].encode()}
+    assert secret.data == {
+        "DATABASE_URL": values["DATABASE_URL"].encode(),
+        "log-level": values["LOG_LEVEL"].encode(),
+    }
     assert secret.labels == {} and secret.annotations == {}
     (owner,) = secret.owner_references
     assert owner["kind"] == "HikyoSecret" and owner["controller"] is True
@@ -85,17 +87,24 @@ def test_edited_target_is_restored(world):
     values = world.ready()
     secret = world.target()
     world.core.patch_namespaced_secret(
-        "app-env", world.namespace,
-        {"data": {"DATABASE_URL": base64.b64encode(b"tampered").decode(),
-                  "EXTRA": base64.b64encode(b"x").decode()}},
+        "app-env",
+        world.namespace,
+        {
+            "data": {
+                "DATABASE_URL": base64.b64encode(b"tampered").decode(),
+                "EXTRA": base64.b64encode(b"x").decode(),
+            }
+        },
     )
     result = world.reconcile()
     assert result.outcome.reason == "Delivered"
     assert world.requests()[-1].cursor_present is False
     restored = world.target()
     assert restored.uid == secret.uid
-    assert restored.data == {"DATABASE_URL": values["DATABASE_URL"].encode(),
-                             "log-level": values["LOG_LEVEL"].encode()}
+    assert restored.data == {
+        "DATABASE_URL": values["DATABASE_URL"].encode(),
+        "log-level": values["LOG_LEVEL"].encode(),
+    }
 
 
 def test_published_change_updates_the_secret(world):

@@ -13,6 +13,7 @@ from kubernetes import client
 
 from devserver import Fault
 from k8s.gateway import KubeCluster
+from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import Engine
@@ -34,21 +35,46 @@ def _prepared(world, **credential):
 @pytest.mark.parametrize(
     ("credential", "reason", "phrase"),
     [
-        pytest.param({"labels": {"hikyo.dev/instance": "x"}}, "SecretNotDesignated",
-                     "hikyo.dev/delivery", id="no-delivery-label"),
-        pytest.param({"labels": {"hikyo.dev/delivery": "yes"}}, "SecretNotDesignated",
-                     "hikyo.dev/delivery", id="delivery-label-not-true"),
-        pytest.param({"labels": {"hikyo.dev/delivery": "true"}}, "SecretNotDesignated",
-                     "hikyo.dev/instance", id="no-instance-label"),
-        pytest.param({"labels": {"hikyo.dev/delivery": "true", "hikyo.dev/instance": "other"}},
-                     "InstanceMismatch", "other", id="instance-mismatch"),
+        pytest.param(
+            {"labels": {"hikyo.dev/instance": "x"}},
+            "SecretNotDesignated",
+            "hikyo.dev/delivery",
+            id="no-delivery-label",
+        ),
+        pytest.param(
+            {"labels": {"hikyo.dev/delivery": "yes"}},
+            "SecretNotDesignated",
+            "hikyo.dev/delivery",
+            id="delivery-label-not-true",
+        ),
+        pytest.param(
+            {"labels": {"hikyo.dev/delivery": "true"}},
+            "SecretNotDesignated",
+            "hikyo.dev/instance",
+            id="no-instance-label",
+        ),
+        pytest.param(
+            {"labels": {"hikyo.dev/delivery": "true", "hikyo.dev/instance": "other"}},
+            "InstanceMismatch",
+            "other",
+            id="instance-mismatch",
+        ),
         pytest.param({"data": {}}, "SecretNotDesignated", "missing", id="token-absent"),
-        pytest.param({"data": {"hikyo-token": b"\n"}}, "SecretNotDesignated", "empty",
-                     id="token-empty"),
-        pytest.param({"data": {"hikyo-token": b"tok en"}}, "SecretNotDesignated", "visible ASCII",
-                     id="token-with-space"),
-        pytest.param({"data": {"hikyo-token": b"tok\n\n"}}, "SecretNotDesignated",
-                     "visible ASCII", id="token-two-newlines"),
+        pytest.param(
+            {"data": {"hikyo-token": b"\n"}}, "SecretNotDesignated", "empty", id="token-empty"
+        ),
+        pytest.param(
+            {"data": {"hikyo-token": b"tok en"}},
+            "SecretNotDesignated",
+            "visible ASCII",
+            id="token-with-space",
+        ),
+        pytest.param(
+            {"data": {"hikyo-token": b"tok\n\n"}},
+            "SecretNotDesignated",
+            "visible ASCII",
+            id="token-two-newlines",
+        ),
     ],
 )
 def test_undesignated_credential_is_never_sent(world, credential, reason, phrase):
@@ -84,9 +110,12 @@ def test_crlf_terminated_token_is_accepted_and_designation_clears(world):
     world.create_cr()
     assert world.reconcile().outcome.reason == "SecretNotDesignated"
     world.core.patch_namespaced_secret(
-        world.credential, world.namespace,
-        {"metadata": {"labels": {"hikyo.dev/instance": world.instance}},
-         "data": {"hikyo-token": base64.b64encode(world.token.encode() + b"\r\n").decode()}},
+        world.credential,
+        world.namespace,
+        {
+            "metadata": {"labels": {"hikyo.dev/instance": world.instance}},
+            "data": {"hikyo-token": base64.b64encode(world.token.encode() + b"\r\n").decode()},
+        },
     )
     result = world.reconcile()
     assert result.outcome.reason == "Delivered"
@@ -96,9 +125,15 @@ def test_crlf_terminated_token_is_accepted_and_designation_clears(world):
 def test_federation_without_an_audience_is_refused(world):
     world.publish(DATABASE_URL="x", LOG_LEVEL="y")
     world.create_instance()
-    world.core.create_namespaced_service_account(world.namespace, client.V1ServiceAccount(
-        metadata=client.V1ObjectMeta(name="builder", labels={
-            "hikyo.dev/delivery": "true", "hikyo.dev/instance": world.instance})))
+    world.core.create_namespaced_service_account(
+        world.namespace,
+        client.V1ServiceAccount(
+            metadata=client.V1ObjectMeta(
+                name="builder",
+                labels={"hikyo.dev/delivery": "true", "hikyo.dev/instance": world.instance},
+            )
+        ),
+    )
     world.create_cr(auth={"secretRef": None, "serviceAccountRef": {"name": "builder"}})
     result = world.reconcile()
     assert result.outcome.reason == "AudienceMissing"
@@ -110,10 +145,13 @@ def test_federation_without_an_audience_is_refused(world):
 def test_undesignated_service_account_is_refused(world, api_client, labelled):
     world.publish(DATABASE_URL="x", LOG_LEVEL="y")
     world.create_instance(audience="https://hikyo.test/k8s")
-    labels = ({"hikyo.dev/delivery": "true", "hikyo.dev/instance": world.instance}
-              if labelled else {})
-    world.core.create_namespaced_service_account(world.namespace, client.V1ServiceAccount(
-        metadata=client.V1ObjectMeta(name="builder", labels=labels)))
+    labels = (
+        {"hikyo.dev/delivery": "true", "hikyo.dev/instance": world.instance} if labelled else {}
+    )
+    world.core.create_namespaced_service_account(
+        world.namespace,
+        client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="builder", labels=labels)),
+    )
     world.create_cr(auth={"secretRef": None, "serviceAccountRef": {"name": "builder"}})
     engine = make_engine(api_client, designated_service_accounts={world.namespace: ("other",)})
     result = world.reconcile(engine=engine)
@@ -126,8 +164,10 @@ def test_undesignated_service_account_is_refused(world, api_client, labelled):
 
 def test_existing_unowned_secret_is_never_adopted(world):
     _prepared(world)
-    world.core.create_namespaced_secret(world.namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="app-env"), string_data={"mine": "keep"}))
+    world.core.create_namespaced_secret(
+        world.namespace,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="app-env"), string_data={"mine": "keep"}),
+    )
     result = world.reconcile()
     assert result.outcome.reason == "ManagedSecretNotOwned"
     assert world.conditions()["Conflict"] == ("True", "ManagedSecretNotOwned")
@@ -136,7 +176,15 @@ def test_existing_unowned_secret_is_never_adopted(world):
 
 
 def test_second_hikyosecret_on_the_same_target_loses(world):
+    """R7: the earliest creationTimestamp wins (ties: lowest UID)."""
     world.ready()
+    created = world.cr()["metadata"]["creationTimestamp"]
+    # creationTimestamp has whole seconds: make "late" really later, not a UID coin toss.
+    wait_for(
+        lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") > created,
+        timeout=5,
+        what="the next second",
+    )
     world.create_cr("late")
     result = world.reconcile("late")
     assert result.outcome.reason == "TargetClaimed"
@@ -147,9 +195,16 @@ def test_second_hikyosecret_on_the_same_target_loses(world):
 
 def test_type_change_against_an_existing_target_is_refused(world):
     world.ready()
-    world.patch_cr("app", {"target": {"type": "kubernetes.io/tls"},
-                           "mapping": [{"key": "DATABASE_URL", "secretKey": "tls.crt"},
-                                       {"key": "LOG_LEVEL", "secretKey": "tls.key"}]})
+    world.patch_cr(
+        "app",
+        {
+            "target": {"type": "kubernetes.io/tls"},
+            "mapping": [
+                {"key": "DATABASE_URL", "secretKey": "tls.crt"},
+                {"key": "LOG_LEVEL", "secretKey": "tls.key"},
+            ],
+        },
+    )
     result = world.reconcile()
     assert result.outcome.reason == "TargetTypeImmutable"
     assert world.target().type == "Opaque"
@@ -157,8 +212,10 @@ def test_type_change_against_an_existing_target_is_refused(world):
 
 def test_conflict_clears_once_resolved(world):
     _prepared(world)
-    world.core.create_namespaced_secret(world.namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="app-env"), string_data={"mine": "keep"}))
+    world.core.create_namespaced_secret(
+        world.namespace,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="app-env"), string_data={"mine": "keep"}),
+    )
     world.reconcile()
     world.delete_target()
     assert world.reconcile().outcome.reason == "Delivered"
@@ -173,10 +230,12 @@ def test_presence_only_secret_refuses_the_whole_delivery(world):
     """S4.4.1: no write at all, the previous Secret retained, cursor cleared, Synced unchanged."""
     world.ready()
     secret = world.target()
-    world.publish_keys([
-        {"name": "DATABASE_URL", "classification": "secret", "value": canary("value")},
-        {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
-    ])
+    world.publish_keys(
+        [
+            {"name": "DATABASE_URL", "classification": "secret", "value": canary("value")},
+            {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
+        ]
+    )
     world.devserver.set_machine_reveal(world.org, world.project, False)
     result = world.reconcile()
     assert result.outcome.reason == "UndeliveredSecrets"
@@ -190,10 +249,12 @@ def test_presence_only_secret_refuses_the_whole_delivery(world):
 
 def test_config_only_projection_treats_secret_keys_as_missing(world):
     """S4.4: under config-only, mapped secret keys are missing, not presence-only."""
-    world.publish_keys([
-        {"name": "DATABASE_URL", "classification": "secret", "value": canary("value")},
-        {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
-    ])
+    world.publish_keys(
+        [
+            {"name": "DATABASE_URL", "classification": "secret", "value": canary("value")},
+            {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
+        ]
+    )
     world.grant()
     world.create_instance()
     world.create_credential()
@@ -208,10 +269,12 @@ def test_config_only_projection_treats_secret_keys_as_missing(world):
 
 def test_revealed_secret_is_delivered(world):
     value = canary("value")
-    world.publish_keys([
-        {"name": "DATABASE_URL", "classification": "secret", "value": value},
-        {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
-    ])
+    world.publish_keys(
+        [
+            {"name": "DATABASE_URL", "classification": "secret", "value": value},
+            {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
+        ]
+    )
     world.devserver.set_machine_reveal(world.org, world.project, True)
     world.grant()
     world.create_instance()
@@ -281,8 +344,9 @@ def test_typed_target_needs_its_required_destinations(world):
     world.grant()
     world.create_instance()
     world.create_credential()
-    world.create_cr(target={"type": "kubernetes.io/tls"},
-                    mapping=[{"key": "CERT", "secretKey": "tls.crt"}])
+    world.create_cr(
+        target={"type": "kubernetes.io/tls"}, mapping=[{"key": "CERT", "secretKey": "tls.crt"}]
+    )
     result = world.reconcile()
     assert result.outcome.reason == "KeysMissing"
     assert "tls.key" in world.message("Delivery")
@@ -296,9 +360,10 @@ def _typed_world(world, engine=None):
     world.grant()
     world.create_instance()
     world.create_credential()
-    world.create_cr(target={"type": "kubernetes.io/tls"},
-                    mapping=[{"key": "CERT", "secretKey": "tls.crt"},
-                             {"key": "KEY", "secretKey": "tls.key"}])
+    world.create_cr(
+        target={"type": "kubernetes.io/tls"},
+        mapping=[{"key": "CERT", "secretKey": "tls.crt"}, {"key": "KEY", "secretKey": "tls.key"}],
+    )
     return world.reconcile(engine=engine)
 
 
@@ -340,8 +405,10 @@ def test_docker_config_must_be_a_json_object(world):
     world.grant()
     world.create_instance()
     world.create_credential()
-    world.create_cr(target={"type": "kubernetes.io/dockerconfigjson"},
-                    mapping=[{"key": "DOCKER", "secretKey": ".dockerconfigjson"}])
+    world.create_cr(
+        target={"type": "kubernetes.io/dockerconfigjson"},
+        mapping=[{"key": "DOCKER", "secretKey": ".dockerconfigjson"}],
+    )
     assert world.reconcile().outcome.reason == "Delivered"
     world.publish(DOCKER="[1, 2]")
     result = world.reconcile()
@@ -425,7 +492,8 @@ class _ReplacingCluster(KubeCluster):
         core = client.CoreV1Api(self.api_client)
         core.delete_namespaced_secret(name, namespace)
         replacement = client.V1Secret(
-            metadata=client.V1ObjectMeta(name=name), type="kubernetes.io/tls",
+            metadata=client.V1ObjectMeta(name=name),
+            type="kubernetes.io/tls",
             string_data={"tls.crt": "someone else's", "tls.key": "k"},
         )
         core.create_namespaced_secret(namespace, replacement)
@@ -436,8 +504,7 @@ def test_replacement_secret_with_a_new_uid_is_never_deleted(world, api_client):
     _typed_world(world)
     world.devserver.set_grants(world.token, ())
     engine = make_engine(api_client)
-    racing = Engine(_ReplacingCluster(api_client), engine.store, engine.settings,
-                    engine.client_for)
+    racing = Engine(_ReplacingCluster(api_client), engine.store, engine.settings, engine.client_for)
     world.reconcile(engine=racing)
     time.sleep(1.1)
     result = world.reconcile(engine=racing)
@@ -485,14 +552,19 @@ def test_orphan_policy_leaves_the_secret_on_deletion(world):
     cr = world.cr()
     assert "hikyo.dev/orphan" in cr["metadata"]["finalizers"]
     world.custom.delete_namespaced_custom_object(
-        "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets", "app")
+        "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets", "app"
+    )
     result = world.reconcile()
     assert result.outcome.reason == "Finalized"
     secret = world.target()
     assert secret.owner_references == []
     assert secret.data["DATABASE_URL"] == values["DATABASE_URL"].encode()
-    assert world.custom.list_namespaced_custom_object(
-        "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets")["items"] == []
+    assert (
+        world.custom.list_namespaced_custom_object(
+            "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets"
+        )["items"]
+        == []
+    )
 
 
 # --- namespace not bound (S4.15) --------------------------------------------------------------------
@@ -504,24 +576,39 @@ def test_missing_rbac_in_a_namespace_is_named(world, api_client, operator_namesp
     rbac = client.RbacAuthorizationV1Api(api_client)
     name = f"limited-{world.namespace}"
     world.core.create_namespaced_service_account(
-        operator_namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name)))
-    rbac.create_cluster_role(client.V1ClusterRole(
-        metadata=client.V1ObjectMeta(name=name),
-        rules=[client.V1PolicyRule(api_groups=["hikyo.dev"],
-                                   resources=["hikyosecrets", "hikyosecrets/status",
-                                              "hikyoinstances"],
-                                   verbs=["get", "list", "patch"]),
-               client.V1PolicyRule(api_groups=[""], resources=["events"],
-                                   verbs=["create", "patch"])]))
-    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding(
-        metadata=client.V1ObjectMeta(name=name),
-        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                  name=name),
-        subjects=[client.RbacV1Subject(kind="ServiceAccount", name=name,
-                                       namespace=operator_namespace)]))
+        operator_namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+    )
+    rbac.create_cluster_role(
+        client.V1ClusterRole(
+            metadata=client.V1ObjectMeta(name=name),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=["hikyo.dev"],
+                    resources=["hikyosecrets", "hikyosecrets/status", "hikyoinstances"],
+                    verbs=["get", "list", "patch"],
+                ),
+                client.V1PolicyRule(
+                    api_groups=[""], resources=["events"], verbs=["create", "patch"]
+                ),
+            ],
+        )
+    )
+    rbac.create_cluster_role_binding(
+        client.V1ClusterRoleBinding(
+            metadata=client.V1ObjectMeta(name=name),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=operator_namespace)
+            ],
+        )
+    )
     token = world.core.create_namespaced_service_account_token(
-        name, operator_namespace, client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[]))).status.token
+        name,
+        operator_namespace,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
+    ).status.token
     configuration = client.Configuration()
     configuration.host = api_client.configuration.host
     configuration.ssl_ca_cert = api_client.configuration.ssl_ca_cert

@@ -86,8 +86,11 @@ class World:
         )
 
     def create_credential(
-        self, token: str | None = None, labels: dict[str, str] | None = None,
-        data: dict[str, bytes] | None = None, name: str | None = None,
+        self,
+        token: str | None = None,
+        labels: dict[str, str] | None = None,
+        data: dict[str, bytes] | None = None,
+        name: str | None = None,
     ) -> None:
         if labels is None:
             labels = {"hikyo.dev/delivery": "true", "hikyo.dev/instance": self.instance}
@@ -103,8 +106,9 @@ class World:
 
     def create_cr(self, name: str = "app", **spec: Any) -> dict[str, Any]:
         spec.setdefault("instanceRef", {"name": self.instance})
-        spec.setdefault("scope", {"org": self.org, "project": self.project,
-                                  "environment": self.environment})
+        spec.setdefault(
+            "scope", {"org": self.org, "project": self.project, "environment": self.environment}
+        )
         spec.setdefault("auth", {"secretRef": {"name": self.credential}})
         return self.custom.create_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "hikyosecrets", make_hikyosecret(name, **spec)
@@ -128,8 +132,9 @@ class World:
         assert result.outcome.reason == "Delivered", result.outcome.message
         return values
 
-    def reconcile(self, name: str = "app", *, forced_full: bool = False,
-                  engine: Engine | None = None) -> RunResult:
+    def reconcile(
+        self, name: str = "app", *, forced_full: bool = False, engine: Engine | None = None
+    ) -> RunResult:
         result = reconcile(engine or self.engine, self.namespace, name, forced_full=forced_full)
         self.results.append(result)
         return result
@@ -143,8 +148,9 @@ class World:
         return self.cr(name).get("status") or {}
 
     def conditions(self, name: str = "app") -> dict[str, tuple[str, str]]:
-        return {c["type"]: (c["status"], c["reason"])
-                for c in self.status(name).get("conditions") or []}
+        return {
+            c["type"]: (c["status"], c["reason"]) for c in self.status(name).get("conditions") or []
+        }
 
     def message(self, type_: str, name: str = "app") -> str:
         for condition in self.status(name).get("conditions") or []:

@@ -11,12 +11,21 @@ KEY = target_key(ROOT, "inst-uid", "cr-uid", "app-secret")
 @pytest.mark.parametrize(
     ("pairs", "expected"),
     [
-        pytest.param({"API_KEY": b"s3cr3t", "DB_URL": b"postgres://x"},
-                     "v1:8bd23b33d75c3d0dec60ba14711dc242", id="vector-1"),
-        pytest.param({"DB_URL": b"postgres://x", "API_KEY": b"s3cr3t"},
-                     "v1:8bd23b33d75c3d0dec60ba14711dc242", id="vector-1-other-order"),
-        pytest.param({"API_KEY": b"s3cr3u", "DB_URL": b"postgres://x"},
-                     "v1:53778fa33fef4a8775459cfb611b40eb", id="vector-2"),
+        pytest.param(
+            {"API_KEY": b"s3cr3t", "DB_URL": b"postgres://x"},
+            "v1:8bd23b33d75c3d0dec60ba14711dc242",
+            id="vector-1",
+        ),
+        pytest.param(
+            {"DB_URL": b"postgres://x", "API_KEY": b"s3cr3t"},
+            "v1:8bd23b33d75c3d0dec60ba14711dc242",
+            id="vector-1-other-order",
+        ),
+        pytest.param(
+            {"API_KEY": b"s3cr3u", "DB_URL": b"postgres://x"},
+            "v1:53778fa33fef4a8775459cfb611b40eb",
+            id="vector-2",
+        ),
         pytest.param({}, "v1:67d60c678555f1b82e01dacc3fff4efd", id="empty"),
     ],
 )

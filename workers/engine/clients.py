@@ -21,9 +21,7 @@ class ClientCache:
             cached = self._clients.get(uid)
             if cached is None:
                 spec = instance.get("spec") or {}
-                cached = HikyoClient(
-                    spec.get("url", ""), spec.get("caBundle") or None, **self._options
-                )
+                cached = HikyoClient(spec.get("url", ""), spec.get("caBundle"), **self._options)
                 self._clients[uid] = cached
             return cached
 
