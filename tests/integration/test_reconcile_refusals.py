@@ -20,7 +20,7 @@ from workers.engine.reconcile import Engine
 
 from .conftest import make_engine
 
-# --- designation (S2.1, S2.2, S2.4) -----------------------------------------------------------
+# --- designation (S2.1, S2.2, S2.4) --------------------------------------------------------------
 
 
 def _prepared(world, **credential):
@@ -159,7 +159,7 @@ def test_undesignated_service_account_is_refused(world, api_client, labelled):
     assert world.requests() == []
 
 
-# --- target conflicts (R7-R9) -------------------------------------------------------------------
+# --- target conflicts (R7-R9) ---
 
 
 def test_existing_unowned_secret_is_never_adopted(world):
@@ -223,7 +223,7 @@ def test_conflict_clears_once_resolved(world):
     assert world.conditions()["Ready"] == ("True", "Reconciled")
 
 
-# --- Delivery refusals and findings (S4.4-S4.7) ---------------------------------------------------
+# --- Delivery refusals and findings (S4.4-S4.7) ---
 
 
 def test_presence_only_secret_refuses_the_whole_delivery(world):
@@ -432,7 +432,7 @@ def test_oversize_content_is_refused_before_writing(world):
     assert world.target() is None
 
 
-# --- authoritative 404 (S4.10) ---------------------------------------------------------------
+# --- authoritative 404 (S4.10) -------------------------------------------------------------------
 
 
 def test_authoritative_404_is_confirmed_then_empties_an_opaque_target(world):
@@ -515,7 +515,7 @@ def test_replacement_secret_with_a_new_uid_is_never_deleted(world, api_client):
     assert "cursor" not in world.status()
 
 
-# --- expiry, pins (S4.13) -------------------------------------------------------------------------
+# --- expiry, pins (S4.13) ------------------------------------------------------------------------
 
 
 def test_credential_expiring_soon_is_flagged_without_blocking(world):
@@ -544,7 +544,7 @@ def test_expired_pin_is_reported_on_every_answer(world):
     assert "pinnedRevision" not in world.status()
 
 
-# --- ownership (S4.14) ------------------------------------------------------------------------------
+# --- ownership (S4.14) ---------------------------------------------------------------------------
 
 
 def test_orphan_policy_leaves_the_secret_on_deletion(world):
@@ -567,7 +567,7 @@ def test_orphan_policy_leaves_the_secret_on_deletion(world):
     )
 
 
-# --- namespace not bound (S4.15) --------------------------------------------------------------------
+# --- namespace not bound (S4.15) -----------------------------------------------------------------
 
 
 def test_missing_rbac_in_a_namespace_is_named(world, api_client, operator_namespace):
