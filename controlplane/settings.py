@@ -39,6 +39,8 @@ DATABASES = {
     if _database_url
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "hikyo-operator.sqlite3")}
 }
+if not _database_url:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)  # SQLite needs its directory
 
 # Optional: present means the scaled mode (Celery workers and the keyed queue on Redis).
 REDIS_URL: str | None = (

@@ -531,6 +531,22 @@ def test_credential_expiring_soon_is_flagged_without_blocking(world):
     assert ("Warning", "ExpiresSoon") in world.events()
 
 
+def test_credential_past_its_expiry_by_our_clock_is_expired(world, api_client):
+    """S4.13: `now >= expiry` gives Expired (the server may still accept it for a moment)."""
+    expiry = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    world.publish(DATABASE_URL="x", LOG_LEVEL="y")
+    world.grant(expires_at=expiry)
+    world.create_instance()
+    world.create_credential()
+    world.create_cr()
+    engine = make_engine(api_client)
+    engine.clock = lambda: expiry + dt.timedelta(seconds=1)
+    assert world.reconcile(engine=engine).outcome.reason == "Delivered"
+    assert world.conditions()["CredentialExpiry"] == ("True", "Expired")
+    assert expiry.strftime("%Y-%m-%dT%H:%M:%SZ") in world.message("CredentialExpiry")
+    assert ("Warning", "Expired") in world.events()
+
+
 def test_expired_pin_is_reported_on_every_answer(world):
     world.ready()
     world.devserver.pin(world.token, 1, expired=True)
