@@ -37,7 +37,12 @@ _database_url = env.str("HIKYO_OPERATOR_DATABASE_URL", default="") or env.str(
 DATABASES = {
     "default": env.db_url_config(_database_url)
     if _database_url
-    else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "hikyo-operator.sqlite3")}
+    else {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(DATA_DIR / "hikyo-operator.sqlite3"),
+        # WAL and a busy timeout: several worker processes may record at once (tests, demos).
+        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+    }
 }
 if not _database_url:
     DATA_DIR.mkdir(parents=True, exist_ok=True)  # SQLite needs its directory
@@ -110,6 +115,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A message unacknowledged this long is redelivered; the dispatcher's stale check (150 s) is
+# what actually recovers a worker killed mid-run, this only bounds the duplicate.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 LOGGING = {
     "version": 1,
@@ -137,3 +146,5 @@ try:
 except SettingsInvalid as error:
     raise ImproperlyConfigured(str(error)) from error
 KUBECONFIG: str | None = env.str("KUBECONFIG", default="") or None
+# run_operator serves /healthz, /readyz and the dashboard here (S8.1 HIKYO_OPERATOR_HEALTH_ADDR).
+HIKYO_HTTP_ADDR: str = env.str("HIKYO_OPERATOR_HEALTH_ADDR", default=":8081")

@@ -13,10 +13,12 @@ capabilities, faults). The operator never imports this package; tests and demos 
 Module map: ``state`` (catalogue, credentials, pins), ``delivery`` (the 200 body),
 ``cursors`` (change tokens, cursors), ``faults`` and ``malformed`` (injected behaviour),
 ``reports`` (status report schema), ``app`` (request decisions), ``http`` (sockets, TLS),
-``pki`` (throw-away CA), ``control`` and ``__main__`` (standalone use).
+``pki`` (throw-away CA), ``federation`` (ServiceAccount JWTs: trusted issuers, JWKS,
+bindings), ``control`` and ``__main__`` (standalone use).
 """
 
 from devserver.faults import Fault
+from devserver.federation import Binding, service_account_subject
 from devserver.ids import new_id
 from devserver.malformed import MALFORMED_KINDS, TOLERATED_KINDS
 from devserver.recording import RecordedRequest
@@ -26,9 +28,11 @@ from devserver.state import Principal
 __all__ = [
     "MALFORMED_KINDS",
     "TOLERATED_KINDS",
+    "Binding",
     "DevServer",
     "Fault",
     "Principal",
     "RecordedRequest",
     "new_id",
+    "service_account_subject",
 ]

@@ -16,6 +16,7 @@ from devserver import pki
 from devserver.app import DeliveryApp, TokenVerifier
 from devserver.cursors import CursorKeyring
 from devserver.faults import Fault, FaultBook
+from devserver.federation import Binding, Federation
 from devserver.http import OriginServer
 from devserver.recording import RecordedRequest, RequestLog
 from devserver.state import State
@@ -64,6 +65,7 @@ class DevServer:
         self._state = State(clock)
         self._keyring = CursorKeyring()
         self._faults = FaultBook()
+        self._federation = Federation(clock)
         self._log = RequestLog()
         self._stopping = threading.Event()
         self._servers: list[OriginServer] = []
@@ -257,13 +259,91 @@ class DevServer:
         """Invalidates every cursor issued so far (server token-key rotation, S4.3.5)."""
         self._keyring.rotate()
 
+    # -- ServiceAccount federation (S2.3) ------------------------------------------------
+
+    def trust_issuer(
+        self,
+        issuer: str,
+        *,
+        audience: str,
+        jwks: Mapping[str, Any] | None = None,
+        discovery_ca_pem: bytes | None = None,
+        discovery_token: str | None = None,
+        refused_audiences: Iterable[str] = (),
+    ) -> None:
+        """Trusts a JWT issuer (``iss``, byte-exact) and installs the federation verifier.
+
+        Keys come from ``jwks`` (a static JWK Set) or, without it, from OIDC discovery of
+        ``{issuer}/.well-known/openid-configuration`` and its ``jwks_uri`` over HTTPS that
+        trusts only ``discovery_ca_pem`` (system roots when ``None``), optionally sending
+        ``discovery_token`` as bearer to the issuer's origin. ``audience`` is the default
+        audience of :meth:`bind_subject`; tokens carrying a ``refused_audiences`` entry
+        (say, the API server's own) are refused. Calling it again replaces the issuer's
+        configuration and drops its cached keys; bindings stay. See
+        :mod:`devserver.federation` for what a token must satisfy.
+
+        Raises :class:`RuntimeError` when another :attr:`token_verifier` is installed.
+        """
+        current = self._app.token_verifier
+        if current is not None and current != self._federation.verify:
+            raise RuntimeError("a custom token_verifier is installed; federation would replace it")
+        self._federation.trust_issuer(
+            issuer,
+            audience=audience,
+            jwks=jwks,
+            discovery_ca_pem=discovery_ca_pem,
+            discovery_token=discovery_token,
+            refused_audiences=refused_audiences,
+        )
+        self._app.token_verifier = self._federation.verify
+
+    def bind_subject(
+        self,
+        issuer: str,
+        subject: str,
+        *,
+        org: str,
+        project: str,
+        environment: str,
+        grants: Iterable[str] = ("read", "reveal"),
+        audience: str | None = None,
+    ) -> str:
+        """Binds the exact (issuer, subject, audience) to one environment; returns the
+        binding's credential id (what the request log records for its tokens).
+
+        ``subject`` is e.g. ``system:serviceaccount:<ns>:<name>``
+        (:func:`devserver.federation.service_account_subject`); ``audience`` defaults to the
+        issuer's. Bindings are immutable: binding the same triple again raises
+        :class:`ValueError`; :meth:`unbind_subject` removes one.
+        """
+        return self._federation.bind_subject(
+            issuer,
+            subject,
+            org=org,
+            project=project,
+            environment=environment,
+            grants=grants,
+            audience=audience,
+        )
+
+    def unbind_subject(self, credential_id: str) -> None:
+        self._federation.unbind(credential_id)
+
+    @property
+    def federation_bindings(self) -> list[Binding]:
+        return self._federation.bindings
+
+    def jwks_fetches(self, issuer: str) -> int:
+        """Discovery + JWKS fetches made under the issuer's current configuration."""
+        return self._federation.jwks_fetches(issuer)
+
     @property
     def token_verifier(self) -> TokenVerifier | None:
         """Federation hook (S2.3): called with bearers the devserver did not mint.
 
         Return a :class:`devserver.Principal` (credential id, scope, grants, optional expiry)
-        to accept the token, ``None`` to answer 401. Not implemented here; a later task
-        plugs in a verifier for Kubernetes ServiceAccount JWTs checked against a JWKS.
+        to accept the token, ``None`` to answer 401. :meth:`trust_issuer` installs the
+        built-in ServiceAccount-JWT verifier here; setting another replaces it.
         """
         return self._app.token_verifier
 

@@ -63,3 +63,10 @@ class Forbidden(KubeError):
         self.subresource = subresource
         self.namespace = namespace
         self.namespace_terminating = namespace_terminating
+
+
+class FenceLost(KubeError):
+    """S4.1.4 fencing: the per-key lock (or the deadline) is gone, so no write may happen."""
+
+    def __init__(self, action: str, why: str) -> None:
+        super().__init__(action, None, why)

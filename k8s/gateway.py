@@ -17,6 +17,14 @@ from kubernetes.client.exceptions import ApiException
 
 from workers.engine.outcome import Event
 from workers.engine.ports import SecretObject
+from workers.engine.rollout import (
+    DAEMON_SET,
+    DEPLOYMENT,
+    STATEFUL_SET,
+    Workload,
+    stamp_annotation,
+    workload_from,
+)
 
 from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
 from .events import EventSink
@@ -27,6 +35,13 @@ GROUP = "hikyo.dev"
 VERSION = "v1alpha1"
 SECRETS_PLURAL = "hikyosecrets"
 INSTANCES_PLURAL = "hikyoinstances"
+APPS_GROUP = "apps"
+# S6.1: the workload kinds that can opt in to rollouts, with their apps/v1 resource names.
+WORKLOAD_RESOURCES = {
+    DEPLOYMENT: "deployments",
+    STATEFUL_SET: "statefulsets",
+    DAEMON_SET: "daemonsets",
+}
 
 
 def translate(
@@ -133,6 +148,7 @@ class KubeCluster:
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
         self.events = events or EventSink(self.core)
 
     # -- reads ---------------------------------------------------------------------------
@@ -296,6 +312,35 @@ class KubeCluster:
             ) from None
         return bool(answer.status and answer.status.allowed)
 
+    def list_workloads(self, namespace: str) -> list[Workload]:
+        """S6.1: uncached lists of the namespace's workloads, kept only if they opted in.
+
+        Read as plain JSON and reduced at once to the fields S4.1.1 allows a cache to keep.
+        """
+        listers = {
+            DEPLOYMENT: self.apps.list_namespaced_deployment,
+            STATEFUL_SET: self.apps.list_namespaced_stateful_set,
+            DAEMON_SET: self.apps.list_namespaced_daemon_set,
+        }
+        found: list[Workload] = []
+        for kind, lister in listers.items():
+            try:
+                response = lister(namespace, _preload_content=False)
+            except ApiException as error:
+                raise translate(
+                    error,
+                    f"list {WORKLOAD_RESOURCES[kind]} {namespace}",
+                    verb="list",
+                    group=APPS_GROUP,
+                    resource=WORKLOAD_RESOURCES[kind],
+                    namespace=namespace,
+                ) from None
+            for item in json.loads(response.data).get("items") or []:
+                workload = workload_from(kind, item)
+                if workload is not None:
+                    found.append(workload)
+        return found
+
     # -- writes --------------------------------------------------------------------------
 
     def create_secret(self, secret: SecretObject) -> SecretObject:
@@ -381,6 +426,36 @@ class KubeCluster:
                 group=GROUP,
                 resource=SECRETS_PLURAL,
                 subresource="status",
+                namespace=namespace,
+            ) from None
+
+    def patch_workload_stamp(
+        self, kind: str, namespace: str, name: str, target: str, stamp: str, *, uid: str = ""
+    ) -> None:
+        """S6.4: a JSON merge patch of one pod-template annotation and nothing else.
+
+        With ``uid`` the patch also carries ``metadata.uid``, which the apiserver rejects (422)
+        if the name now belongs to another object, so a replacement is never touched.
+        """
+        patchers = {
+            DEPLOYMENT: self.apps.patch_namespaced_deployment,
+            STATEFUL_SET: self.apps.patch_namespaced_stateful_set,
+            DAEMON_SET: self.apps.patch_namespaced_daemon_set,
+        }
+        body: dict[str, Any] = {
+            "spec": {"template": {"metadata": {"annotations": {stamp_annotation(target): stamp}}}}
+        }
+        if uid:
+            body["metadata"] = {"uid": uid}
+        try:
+            patchers[kind](name, namespace, body, _content_type="application/merge-patch+json")
+        except ApiException as error:
+            raise translate(
+                error,
+                f"patch {WORKLOAD_RESOURCES[kind]} {namespace}/{name}",
+                verb="patch",
+                group=APPS_GROUP,
+                resource=WORKLOAD_RESOURCES[kind],
                 namespace=namespace,
             ) from None
 

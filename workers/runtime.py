@@ -1,23 +1,99 @@
-"""Assembling a reconcile Engine from settings: the one place the edges meet."""
+"""One process's operator parts: Kubernetes client, keyed queue, Hikyo clients, recorder.
+
+Built once at the edge (run_operator, the Celery worker, manage.py reconcile) from the typed
+settings; reconciles get a fresh Engine whose Kubernetes writes are fenced by their lock.
+"""
 
 from __future__ import annotations
 
-from k8s.client import api_client
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from k8s.client import api_client as build_api_client
 from k8s.gateway import KubeCluster
 
 from .engine.clients import ClientCache
-from .engine.ports import MemoryCoordinationStore
-from .engine.reconcile import Engine
+from .engine.ports import CoordinationStore, MemoryCoordinationStore
+from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
+from .fencing import FencedCluster
+from .queue.base import KeyedQueue
+
+Recorder = Callable[[RunResult, datetime, float], None]
 
 
-def build_engine(settings: OperatorSettings, kubeconfig: str | None = None) -> Engine:
+def _no_recording(result: RunResult, started: datetime, seconds: float) -> None:
+    return None
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class Runtime:
+    settings: OperatorSettings
+    cluster: KubeCluster
+    queue: KeyedQueue
+    clients: ClientCache = field(default_factory=ClientCache)
+    record: Recorder = _no_recording
+    identity: str = field(default_factory=worker_identity)
+    # Embedded mode also fences on the Lease (S4.1.4); workers only on their lock.
+    leader_ok: Callable[[], bool] = lambda: True
+
+    def engine(self, still_held: Callable[[], bool] | None = None) -> Engine:
+        cluster = self.cluster
+        if still_held is not None:
+            cluster = FencedCluster(self.cluster, lambda: still_held() and self.leader_ok())
+        store: CoordinationStore = self.queue  # the queue backend is the coordination store
+        return Engine(cluster=cluster, store=store, settings=self.settings, client_for=self.clients)
+
+
+def require_namespace(settings: OperatorSettings) -> None:
     if not settings.operator_namespace:
         raise ValueError(
             "HIKYO_OPERATOR_NAMESPACE (or POD_NAMESPACE) must name the operator's namespace"
         )
+
+
+def build_queue(redis_url: str | None) -> KeyedQueue:
+    """Redis when configured (scaled mode), else in memory (embedded mode, S8.4)."""
+    if redis_url:
+        import redis
+
+        from .queue.redis import RedisQueue
+
+        return RedisQueue(redis.Redis.from_url(redis_url))
+    from .queue.memory import MemoryQueue
+
+    return MemoryQueue()
+
+
+def build_runtime(
+    settings: OperatorSettings,
+    *,
+    kubeconfig: str | None = None,
+    redis_url: str | None = None,
+    record: Recorder = _no_recording,
+) -> Runtime:
+    require_namespace(settings)
+    return Runtime(
+        settings=settings,
+        cluster=KubeCluster(build_api_client(kubeconfig)),
+        queue=build_queue(redis_url),
+        record=record,
+    )
+
+
+def build_engine(settings: OperatorSettings, kubeconfig: str | None = None) -> Engine:
+    """A stand-alone engine for one-off runs (manage.py reconcile): no queue, no fencing."""
+    require_namespace(settings)
     return Engine(
-        cluster=KubeCluster(api_client(kubeconfig)),
+        cluster=KubeCluster(build_api_client(kubeconfig)),
         store=MemoryCoordinationStore(),
         settings=settings,
         client_for=ClientCache(),

@@ -8,10 +8,13 @@ the latest few hundred per object.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+import time
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from workers.engine.conditions import READY, SYNCED
 from workers.engine.reconcile import RunResult
@@ -106,3 +109,43 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
         EventRecord.objects.create(
             **identity, at=started, type=event.type, reason=event.reason, message=event.message
         )
+
+
+class BackgroundRecorder:
+    """Hands runs to one writer thread, so reconciles never wait for the database (design.md
+    principle 3) and an embedded process's threads never contend for SQLite's write lock.
+    When the backlog is full a run is dropped and counted: history, never correctness."""
+
+    def __init__(self, backlog: int = 10_000) -> None:
+        self._queue: queue.Queue[tuple[RunResult, datetime, float] | None] = queue.Queue(backlog)
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._drain, name="recorder", daemon=True)
+        self._thread.start()
+
+    def __call__(self, result: RunResult, started: datetime, duration_seconds: float) -> None:
+        try:
+            self._queue.put_nowait((result, started, duration_seconds))
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped % 1000 == 1:
+                log.warning("observation backlog full: %d runs not recorded", self.dropped)
+
+    def _drain(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                record_run(*item)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+        connection.close()
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Waits until the backlog is written (shutdown, tests)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.flush()
+        self._queue.put(None)
+        self._thread.join(timeout=5)

@@ -6,11 +6,13 @@ the errors of ``k8s.errors``. Every read here is uncached: the Python client kee
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from .outcome import Event
+from .rollout import Workload
 
 HIKYO_API_VERSION = "hikyo.dev/v1alpha1"
 
@@ -72,6 +74,13 @@ class Cluster(Protocol):
         self, verb: str, group: str, resource: str, subresource: str, namespace: str
     ) -> bool: ...
     def lease_renewed_at(self, namespace: str, name: str) -> datetime | None: ...
+    # S6.1: the namespace's opted-in Deployments, StatefulSets and DaemonSets (never Secrets).
+    def list_workloads(self, namespace: str) -> list[Workload]: ...
+    # S6.4: sets only pod-template annotation stamp.hikyo.dev/<target>; a non-empty ``uid``
+    # makes the patch fail on a workload replaced since it was listed.
+    def patch_workload_stamp(
+        self, kind: str, namespace: str, name: str, target: str, stamp: str, *, uid: str = ""
+    ) -> None: ...
 
 
 class CoordinationStore(Protocol):
@@ -80,6 +89,10 @@ class CoordinationStore(Protocol):
     def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None: ...
     def record_not_found(self, cr_uid: str, binding: str, at: float) -> None: ...
     def clear_not_found(self, cr_uid: str) -> None: ...
+    # S6.5: "Kind/name" -> wall time a held stall test was first seen, per CR; names and times
+    # only. ``set`` replaces the whole map; an empty map removes the record.
+    def stall_first_seen(self, cr_uid: str) -> dict[str, float]: ...
+    def set_stall_first_seen(self, cr_uid: str, first_seen: Mapping[str, float]) -> None: ...
 
 
 class MemoryCoordinationStore:
@@ -89,6 +102,7 @@ class MemoryCoordinationStore:
 
     def __init__(self) -> None:
         self._not_found: dict[str, tuple[str, float]] = {}
+        self._stall_first_seen: dict[str, dict[str, float]] = {}
 
     def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None:
         return self._not_found.get(cr_uid)
@@ -98,3 +112,12 @@ class MemoryCoordinationStore:
 
     def clear_not_found(self, cr_uid: str) -> None:
         self._not_found.pop(cr_uid, None)
+
+    def stall_first_seen(self, cr_uid: str) -> dict[str, float]:
+        return dict(self._stall_first_seen.get(cr_uid, {}))
+
+    def set_stall_first_seen(self, cr_uid: str, first_seen: Mapping[str, float]) -> None:
+        if first_seen:
+            self._stall_first_seen[cr_uid] = dict(first_seen)
+        else:
+            self._stall_first_seen.pop(cr_uid, None)

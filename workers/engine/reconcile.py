@@ -23,6 +23,7 @@ from .conditions import (
     CONFLICT,
     DELIVERY,
     DESIGNATION,
+    ROLLOUT,
     SCRUBBED,
     SYNCED,
     UNRECONCILED,
@@ -37,6 +38,7 @@ from .credentials import (
     designation_problem,
 )
 from .delivery import Delivery, HikyoClientError
+from .durations import DEFAULT_RESYNC_SECONDS
 from .hikyo_client import FetchResult, HikyoClient, Scope
 from .hikyo_client import Outcome as FetchOutcome
 from .loader_control import is_protected, precheck
@@ -44,6 +46,7 @@ from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
 from .ports import Cluster, CoordinationStore, SecretObject
+from .rollout import Workload, patches_needed, rollout_condition, stalled, unlisted_condition
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
 from .settings import OperatorSettings
 from .spec import SecretSpec, SpecInvalid, parse_spec
@@ -56,6 +59,16 @@ ORPHAN_FINALIZER = "hikyo.dev/orphan"
 STAMP_ROOT_SECRET = "hikyo-operator-stamp-root"
 STAMP_ROOT_KEY = "root"
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
+
+
+@dataclass(frozen=True)
+class _Rollout:
+    """What S4.9 step 2 found: the Rollout condition to set (None removes it), and whether a
+    stamp patch failed; ``unknown`` leaves the stored condition as it is."""
+
+    condition: Condition | None = None
+    patch_failed: bool = False
+    unknown: bool = False
 
 
 class _Stop(Exception):
@@ -91,6 +104,7 @@ class RunResult:
     conditions_after: list[dict[str, Any]] = field(default_factory=list)
     status_written: bool = False
     events_emitted: list[Event] = field(default_factory=list)
+    resync_seconds: float = DEFAULT_RESYNC_SECONDS  # the CR's resyncInterval, when parsed
 
 
 def reconcile(
@@ -119,11 +133,12 @@ class _Run:
         self.spec: SecretSpec | None = None
         # Conditions that steps passed remove (S5.4): Designation at R6, Conflict at R9, ...
         self.passed: dict[str, Condition | None] = {UNRECONCILED: None}
+        self.result = RunResult(stop_quietly("Gone"), namespace, name)
 
     # -- frame ------------------------------------------------------------------------------
 
     def execute(self) -> RunResult:
-        result = RunResult(stop_quietly("Gone"), self.namespace, self.name)
+        result = self.result
         cr = self.cluster.get_hikyosecret(self.namespace, self.name)  # R0
         if cr is None or (self.expected_uid and cr["metadata"]["uid"] != self.expected_uid):
             return result
@@ -168,6 +183,7 @@ class _Run:
         self._finalizer_policy()  # R2
         spec = self._spec()  # R3
         self.spec = spec
+        self.result.resync_seconds = spec.resync_seconds
         if spec.target_type != OPAQUE and not self.settings.native_secret_types:  # R4, S4.7.6
             return refusal(
                 Condition(
@@ -517,6 +533,9 @@ class _Run:
                     SYNCED: Condition(SYNCED, "True", "Current", "the delivered content is current")
                 },
             )
+            stamp = (self.cr.get("status") or {}).get("stamp")
+            if stamp:  # R16: read-only S6.5, no patches and no event (S4.17)
+                outcome = _with_rollout(outcome, self._roll_out(spec, stamp, patch=False))
         else:
             outcome = self._full_delivery(spec, delivery, target, key, binding)
         outcome.conditions = {**findings.conditions, **outcome.conditions}
@@ -599,7 +618,7 @@ class _Run:
             )
         if delivery_condition is not None:
             events.append(Event("Warning", delivery_condition.reason, delivery_condition.message))
-        return Outcome(
+        outcome = Outcome(
             reason="Delivered",
             message=f"{len(content.data)} keys",
             requeue=Requeue.RESYNC,
@@ -618,6 +637,8 @@ class _Run:
             events=events,
             wrote_secret=changed,
         )
+        rollout = self._roll_out(spec, status["stamp"], patch=True)  # S4.9 step 2
+        return _with_rollout(outcome, rollout, warn=True)
 
     def _not_found(self, spec: SecretSpec, cursor: str | None, key: bytes, binding: str) -> Outcome:
         """S4.10.0: act on an authoritative 404 only when a second, cursor-less one confirms it."""
@@ -680,7 +701,7 @@ class _Run:
         if delivery is not None:
             conditions[DELIVERY] = delivery
             events.append(Event("Warning", delivery.reason, delivery.message))
-        return Outcome(
+        outcome = Outcome(
             reason="AuthorizationWithdrawn",
             message=message,
             requeue=Requeue.RESYNC,
@@ -697,6 +718,64 @@ class _Run:
             },
             wrote_secret=True,
         )
+        # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
+        rollout = self._roll_out(spec, outcome.status["stamp"], patch=True)
+        return _with_rollout(outcome, rollout, warn=True)
+
+    # -- S4.9 step 2: rollouts (S6) ----------------------------------------------------------
+
+    def _roll_out(self, spec: SecretSpec, stamp: str, *, patch: bool) -> _Rollout:
+        """S6.4 (when ``patch``), then S6.5 over the opted-in workloads not patched now.
+
+        Off without ``triggerRollouts``: no list, no patch, no Rollout condition (S6.6). A 403
+        goes to S4.15 like any other Kubernetes call made for the CR.
+        """
+        if not self.settings.trigger_rollouts:
+            return _Rollout()
+        try:
+            workloads = self.cluster.list_workloads(spec.namespace)
+        except Forbidden:
+            raise
+        except KubeError as error:
+            log.warning("workloads for %s/%s not listed: %s", self.namespace, self.name, error)
+            if patch:  # nothing could be patched: a patch failure (S4.9)
+                return _Rollout(unlisted_condition(), patch_failed=True)
+            return _Rollout(unknown=True)  # informational only: keep what is stored
+        failed = self._patch_stamps(spec, workloads, stamp) if patch else []
+        store = self.engine.store
+        before = store.stall_first_seen(spec.uid)
+        not_progressed, first_seen = stalled(
+            workloads, spec.target_name, stamp, before, self.engine.wall_seconds()
+        )
+        if first_seen != before:
+            store.set_stall_first_seen(spec.uid, first_seen)
+        return _Rollout(rollout_condition(not_progressed, failed), patch_failed=bool(failed))
+
+    def _patch_stamps(self, spec: SecretSpec, workloads: list[Workload], stamp: str) -> list[str]:
+        """S6.4: patch each opted-in workload whose stamp differs; returns the failed ones."""
+        failed: list[str] = []
+        for workload in patches_needed(workloads, spec.target_name, stamp):
+            try:
+                self.cluster.patch_workload_stamp(
+                    workload.kind,
+                    spec.namespace,
+                    workload.name,
+                    spec.target_name,
+                    stamp,
+                    uid=workload.uid,
+                )
+            except Forbidden:
+                raise
+            except KubeError as error:
+                log.warning(
+                    "stamp of %s for %s/%s not patched: %s",
+                    workload.ref,
+                    self.namespace,
+                    self.name,
+                    error,
+                )
+                failed.append(workload.ref)
+        return failed
 
     # -- S4.15 and the status write --------------------------------------------------------
 
@@ -758,6 +837,21 @@ class _Run:
             return written
         result.status_written = True
         return outcome
+
+
+def _with_rollout(outcome: Outcome, rollout: _Rollout, *, warn: bool = False) -> Outcome:
+    """Folds S4.9 step 2 into an outcome: a failed patch keeps what the outcome says about the
+    Secret (``Synced=True/Delivered``, or ``Scrubbed``), clears the cursor and backs off so the
+    next, full reconcile retries it. ``warn``: a Stalled event, on the delivery path (S5.5)."""
+    if rollout.unknown:
+        return outcome
+    outcome.conditions[ROLLOUT] = rollout.condition
+    if rollout.condition is not None and warn:
+        outcome.events.append(Event("Warning", rollout.condition.reason, rollout.condition.message))
+    if rollout.patch_failed:
+        outcome.requeue = Requeue.BACKOFF
+        outcome.clearing_cursor()
+    return outcome
 
 
 def _rerun(reason: str) -> Outcome:

@@ -19,6 +19,7 @@ class OperatorSettings:
     not_found_confirmation_seconds: float = 30.0  # S4.10.0
     token_seconds: int = 600  # S2.3.4
     namespaces: tuple[str, ...] = ()  # the watch list; empty = cluster-wide (S8.1)
+    leader_election: bool = True  # only test harnesses turn it off (S8.1)
 
 
 class SettingsInvalid(ValueError):
@@ -98,4 +99,7 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
             environ.get("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS")
         ),
         namespaces=parse_namespaces(environ.get("HIKYO_OPERATOR_NAMESPACES")),
+        leader_election=parse_bool(
+            "HIKYO_OPERATOR_LEADER_ELECTION", environ.get("HIKYO_OPERATOR_LEADER_ELECTION"), True
+        ),
     )

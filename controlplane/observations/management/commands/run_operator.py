@@ -1,0 +1,83 @@
+"""``manage.py run_operator``: the operator itself.
+
+Embedded (no Redis configured, the default): watches, scheduler, an in-memory keyed queue and
+a thread pool of reconciles in this one process. Scaled (HIKYO_OPERATOR_REDIS_URL / REDIS_URL
+set): this process watches and dispatches while it holds the Lease; Celery workers
+(``celery -A workers.celery_app worker``) run the reconciles.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+from django.core.wsgi import get_wsgi_application
+
+from controlplane.observations import process
+from controlplane.observations.recording import BackgroundRecorder
+from workers.operator_process import OperatorProcess, celery_sender
+from workers.runtime import build_runtime
+
+log = logging.getLogger(__name__)
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host or "0.0.0.0", int(port)
+
+
+class Command(BaseCommand):
+    help = "Run the operator (embedded mode unless a Redis URL is configured)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--http-addr",
+            default=settings.HIKYO_HTTP_ADDR,
+            help="where /healthz, /readyz and the dashboard are served (host:port)",
+        )
+
+    def handle(self, *args: Any, http_addr: str, **options: Any) -> None:
+        operator_settings = settings.HIKYO_OPERATOR
+        recorder = BackgroundRecorder()
+        try:
+            runtime = build_runtime(
+                operator_settings,
+                kubeconfig=settings.KUBECONFIG,
+                redis_url=settings.REDIS_URL,
+                record=recorder,
+            )
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        scaled = settings.REDIS_URL is not None
+        operator = OperatorProcess(
+            runtime,
+            send_task=celery_sender if scaled else None,
+            leader_election=operator_settings.leader_election,
+        )
+        process.current = operator
+        server = ThreadedWSGIServer(_address(http_addr), WSGIRequestHandler)
+        server.set_app(get_wsgi_application())
+        threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        mode = "scaled (Celery on Redis)" if scaled else "embedded"
+        log.info(
+            "hikyo-operator running in %s mode as %s; http on %s:%s",
+            mode,
+            runtime.identity,
+            *server.server_address[:2],
+        )
+        self.stdout.write(f"hikyo-operator {mode}; http on port {server.server_address[1]}")
+        operator.start()
+        stop.wait()
+        log.info("shutting down")
+        operator.stop()
+        recorder.close()
+        server.shutdown()

@@ -1,0 +1,146 @@
+"""Leader election on a coordination.k8s.io Lease (S4.1.5), after client-go's leaselock.
+
+Expiry is judged by when *we observed* the holder's record change, not by the timestamps in
+it, so clock skew between processes cannot hand leadership to two of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "hikyo-operator.hikyo.dev"
+
+
+class LeaderElector(threading.Thread):
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        namespace: str,
+        identity: str,
+        *,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        stop: threading.Event,
+        lease_seconds: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        name: str = LEASE_NAME,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name="leader-election", daemon=True)
+        self.api = client.CoordinationV1Api(api_client)
+        self.namespace, self.identity, self.lease_name = namespace, identity, name
+        self.on_started, self.on_stopped = on_started, on_stopped
+        self.stop_event = stop
+        self.lease_seconds, self.renew_deadline = lease_seconds, renew_deadline
+        self.retry_period = retry_period
+        self.clock = clock
+        self.is_leader = threading.Event()
+        self._observed: tuple[str | None, str | None] = (None, None)  # (holder, renewTime)
+        self._observed_at = 0.0
+        self._last_renewed = 0.0
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                if self._try_acquire_or_renew():
+                    self._last_renewed = self.clock()
+                    if not self.is_leader.is_set():
+                        log.info("became leader (%s)", self.identity)
+                        self.is_leader.set()
+                        self.on_started()
+                elif self.is_leader.is_set() and (
+                    self.clock() - self._last_renewed > self.renew_deadline
+                ):
+                    self._step_down("could not renew the lease in time")
+                self.stop_event.wait(self.retry_period)
+        finally:
+            if self.is_leader.is_set():
+                self._step_down("shutting down")
+                self._release()
+
+    def _step_down(self, why: str) -> None:
+        (log.info if self.stop_event.is_set() else log.warning)("leadership ended: %s", why)
+        self.is_leader.clear()
+        self.on_stopped()
+
+    def _now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def _try_acquire_or_renew(self) -> bool:
+        try:
+            lease = self.api.read_namespaced_lease(self.lease_name, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                log.warning("reading lease failed: HTTP %s", error.status)
+                return False
+            return self._create()
+        except OSError as error:
+            log.warning("reading lease failed: %s", type(error).__name__)
+            return False
+        spec = lease.spec or client.V1LeaseSpec()
+        record = (spec.holder_identity, str(spec.renew_time))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self.clock()
+        held_by_other = spec.holder_identity not in (None, "", self.identity)
+        duration = spec.lease_duration_seconds or self.lease_seconds
+        if held_by_other and self.clock() - self._observed_at < duration:
+            return False
+        now = self._now()
+        if spec.holder_identity != self.identity:
+            spec.acquire_time = now
+            spec.lease_transitions = (spec.lease_transitions or 0) + 1
+        spec.holder_identity = self.identity
+        spec.lease_duration_seconds = int(self.lease_seconds)
+        spec.renew_time = now
+        lease.spec = spec
+        try:
+            self.api.replace_namespaced_lease(self.lease_name, self.namespace, lease)
+        except ApiException as error:
+            if error.status != 409:  # 409: someone else won this round
+                log.warning("updating lease failed: HTTP %s", error.status)
+            return False
+        except OSError as error:
+            log.warning("updating lease failed: %s", type(error).__name__)
+            return False
+        return True
+
+    def _create(self) -> bool:
+        now = self._now()
+        lease = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=self.lease_name, namespace=self.namespace),
+            spec=client.V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=int(self.lease_seconds),
+                acquire_time=now,
+                renew_time=now,
+                lease_transitions=0,
+            ),
+        )
+        try:
+            self.api.create_namespaced_lease(self.namespace, lease)
+        except ApiException as error:
+            if error.status != 409:
+                log.warning("creating lease failed: HTTP %s", error.status)
+            return False
+        return True
+
+    def _release(self) -> None:
+        """Hands the lease over at once on a clean shutdown (client-go ReleaseOnCancel)."""
+        try:
+            lease = self.api.read_namespaced_lease(self.lease_name, self.namespace)
+            if lease.spec and lease.spec.holder_identity == self.identity:
+                lease.spec.holder_identity = ""
+                lease.spec.lease_duration_seconds = 1
+                self.api.replace_namespaced_lease(self.lease_name, self.namespace, lease)
+        except (ApiException, OSError) as error:
+            log.info("releasing the lease failed: %s", type(error).__name__)

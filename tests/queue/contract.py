@@ -1,0 +1,516 @@
+"""The keyed-queue contract: one suite, run against every backend (design.md "The keyed queue").
+
+Like Django's ``SessionTestsMixin``: a subclass provides a ``queue`` fixture built on the
+``clock`` fixture, and says how a lock's TTL runs out (the memory backend moves the fake clock;
+Redis expires PX keys on its own clock, so that subclass polls with a short TTL).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from tests.queue.conftest import FakeClock
+from workers.engine.outcome import Requeue
+from workers.keys import ObjectKey
+from workers.queue.base import KeyedQueue, Lock, Priority, Ticket
+
+APP = ObjectKey("team-a", "app", "0b5e1f0c-0000-4000-8000-000000000001")
+WEB = ObjectKey("team-a", "web", "0b5e1f0c-0000-4000-8000-000000000002")
+JOB = ObjectKey("team-b", "job", "0b5e1f0c-0000-4000-8000-000000000003")
+
+SHORT_TTL = 0.3  # seconds; the Redis subclass really waits this long
+EPSILON = 1e-5  # due times are absolute floats near 1.7e9: differences carry rounding
+
+
+def between(value: float | None, low: float, high: float) -> bool:
+    return value is not None and low - EPSILON <= value <= high + EPSILON
+
+
+def keys_of(tickets: list[Ticket]) -> list[ObjectKey]:
+    return [ticket.key for ticket in tickets]
+
+
+def run_once(queue: KeyedQueue, owner: str = "worker-1") -> tuple[Ticket, Lock]:
+    """Take the single due ticket and begin it, as the dispatcher and a worker would."""
+    [ticket] = queue.take_due()
+    lock = queue.begin(ticket.key, owner)
+    assert lock is not None
+    return ticket, lock
+
+
+def run_next(queue: KeyedQueue, clock: FakeClock, key: ObjectKey = APP) -> tuple[Ticket, Lock]:
+    """Queue ``key`` if nothing is waiting, wait until it is due, then take and begin it."""
+    due_in = queue.due_in(key)
+    if due_in is None:
+        queue.add(key)
+    elif due_in > 0:
+        clock.advance(due_in)
+    return run_once(queue)
+
+
+class KeyedQueueContract:
+    """Behaviour every ``KeyedQueue`` backend must show (S4.1.2-S4.1.6, S4.10.0, S8.4)."""
+
+    def expire_lock(self, queue: KeyedQueue, clock: FakeClock, lock: Lock) -> None:
+        """Let ``lock`` (taken with ``SHORT_TTL``) run out."""
+        raise NotImplementedError
+
+    # -- dedupe and ordering -------------------------------------------------------------
+
+    def test_waiting_key_is_queued_once(self, queue: KeyedQueue):
+        """Pattern 1: re-adding a waiting key is a no-op."""
+        queue.add(APP)
+        queue.add(APP)
+        queue.add(APP, priority=Priority.FIRST)
+        assert queue.depth() == 1
+        assert keys_of(queue.take_due()) == [APP]
+        assert queue.take_due() == []
+
+    def test_first_syncs_run_before_resyncs_when_both_are_due(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.1.6: whenever both are due, first syncs run before resyncs."""
+        queue.add(JOB, priority=Priority.RESYNC)
+        clock.advance(1)
+        queue.add(WEB, priority=Priority.NORMAL)
+        clock.advance(1)
+        queue.add(APP, priority=Priority.FIRST)
+        tickets = queue.take_due()
+        assert keys_of(tickets) == [APP, WEB, JOB]
+        assert [t.priority for t in tickets] == [Priority.FIRST, Priority.NORMAL, Priority.RESYNC]
+
+    def test_same_priority_runs_in_due_order(self, queue: KeyedQueue, clock: FakeClock):
+        queue.add(JOB, delay=3)
+        queue.add(APP, delay=1)
+        queue.add(WEB, delay=2)
+        clock.advance(5)
+        assert keys_of(queue.take_due()) == [APP, WEB, JOB]
+
+    def test_take_due_honours_limit_and_keeps_the_rest_waiting(self, queue: KeyedQueue):
+        queue.add(APP, priority=Priority.FIRST)
+        queue.add(WEB)
+        queue.add(JOB, priority=Priority.RESYNC)
+        assert keys_of(queue.take_due(limit=2)) == [APP, WEB]
+        assert queue.depth() == 1
+        assert queue.take_due(limit=0) == []
+        assert keys_of(queue.take_due(limit=2)) == [JOB]
+
+    def test_key_not_yet_due_waits(self, queue: KeyedQueue, clock: FakeClock):
+        queue.add(APP, delay=10)
+        assert queue.take_due() == []
+        assert queue.due_in(APP) == pytest.approx(10)
+        clock.advance(10)
+        assert keys_of(queue.take_due()) == [APP]
+
+    def test_readd_keeps_higher_priority_and_earlier_due_time(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """Pattern 5: a re-added key keeps the higher priority and the earlier due time."""
+        queue.add(APP, priority=Priority.RESYNC, delay=100)
+        queue.add(APP, priority=Priority.FIRST, delay=200)
+        assert queue.due_in(APP) == pytest.approx(100)
+        queue.add(APP, priority=Priority.RESYNC, delay=50)
+        assert queue.due_in(APP) == pytest.approx(50)
+        clock.advance(50)
+        [ticket] = queue.take_due()
+        assert ticket.priority is Priority.FIRST
+
+    def test_forced_full_is_ored_in_on_readd(self, queue: KeyedQueue):
+        """S4.10.0: a request to withhold the cursor is never lost to dedupe."""
+        queue.add(APP, forced_full=True)
+        queue.add(APP, forced_full=False)
+        [ticket] = queue.take_due()
+        assert ticket.forced_full is True
+
+    def test_schedule_only_if_unscheduled_keeps_an_existing_due_time(self, queue: KeyedQueue):
+        """S4.1.2: ADDED (initial list, relist) for a CR that already has a due time keeps it."""
+        queue.schedule(APP, delay=200)
+        queue.schedule(APP, delay=5, only_if_unscheduled=True)
+        assert queue.due_in(APP) == pytest.approx(200)
+        queue.schedule(WEB, delay=7, only_if_unscheduled=True)
+        assert queue.due_in(WEB) == pytest.approx(7)
+
+    def test_schedule_moves_a_timer_earlier_never_later(self, queue: KeyedQueue):
+        queue.schedule(APP, delay=200)
+        queue.schedule(APP, delay=300)
+        assert queue.due_in(APP) == pytest.approx(200)
+        queue.schedule(APP, delay=20)
+        assert queue.due_in(APP) == pytest.approx(20)
+
+    def test_schedule_defaults_to_resync_priority(self, queue: KeyedQueue):
+        queue.schedule(APP, delay=0)
+        queue.add(WEB)
+        assert [t.priority for t in queue.take_due()] == [Priority.NORMAL, Priority.RESYNC]
+
+    def test_depth_counts_waiting_keys_only(self, queue: KeyedQueue):
+        assert queue.depth() == 0
+        queue.add(APP)
+        queue.add(WEB, delay=60)
+        assert queue.depth() == 2
+        queue.take_due()  # APP is dispatched now, no longer waiting
+        assert queue.depth() == 1
+
+    # -- dirty and the per-key lock (S4.1.4) ---------------------------------------------
+
+    def test_trigger_during_run_runs_once_more_at_once(self, queue: KeyedQueue):
+        """Pattern 1, S4.1.4: adds during a run mark the key dirty; one more run follows."""
+        queue.add(APP, priority=Priority.RESYNC)
+        _, lock = run_once(queue)
+        queue.add(APP)
+        queue.add(APP)
+        assert queue.depth() == 0  # not queued beside the running key
+        assert queue.take_due() == []
+        assert queue.finish(lock, Requeue.RESYNC, resync_seconds=300) == pytest.approx(0)
+        [ticket] = queue.take_due()
+        assert (ticket.key, ticket.priority) == (APP, Priority.FIRST)
+        assert queue.take_due() == []
+
+    def test_add_between_dispatch_and_begin_marks_dirty(self, queue: KeyedQueue):
+        queue.add(APP)
+        [ticket] = queue.take_due()
+        queue.add(APP, forced_full=True)
+        assert queue.depth() == 0
+        lock = queue.begin(ticket.key, "worker-1")
+        assert lock is not None
+        queue.finish(lock, Requeue.NONE)
+        [again] = queue.take_due()
+        assert again.forced_full is True
+
+    def test_delayed_add_during_run_is_applied_at_finish(self, queue: KeyedQueue):
+        queue.add(APP)
+        _, lock = run_once(queue)
+        queue.add(APP, delay=30)
+        assert queue.finish(lock, Requeue.RESYNC, resync_seconds=300) == pytest.approx(30)
+
+    def test_schedule_during_run_is_applied_at_finish(self, queue: KeyedQueue):
+        """A timer set mid-run is kept: the earlier of it and the run's own timer wins."""
+        queue.add(APP)
+        _, lock = run_once(queue)
+        queue.schedule(APP, delay=5, priority=Priority.NORMAL)
+        queue.schedule(APP, delay=1, only_if_unscheduled=True)  # in flight: no-op
+        assert queue.finish(lock, Requeue.RESYNC, resync_seconds=300) == pytest.approx(5)
+
+    def test_second_owner_is_refused_and_key_runs_again_after(self, queue: KeyedQueue):
+        """S4.1.4: one reconcile per key at a time; a refused start marks the key dirty."""
+        queue.add(APP)
+        _, first = run_once(queue, "worker-1")
+        assert queue.begin(APP, "worker-2") is None
+        assert queue.begin(APP, "worker-1") is None  # not re-entrant either
+        assert queue.begin(WEB, "worker-2") is not None  # distinct keys run concurrently
+        queue.finish(first, Requeue.RESYNC, resync_seconds=300)
+        assert keys_of(queue.take_due()) == [APP]
+
+    def test_lock_expires_after_ttl_then_another_owner_takes_over(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.1.4: a dead worker's lock runs out; the key is not stuck."""
+        first = queue.begin(APP, "worker-1", ttl=SHORT_TTL)
+        assert first is not None and queue.holds(first)
+        self.expire_lock(queue, clock, first)
+        assert not queue.holds(first)
+        assert not queue.renew(first)
+        second = queue.begin(APP, "worker-2")
+        assert second is not None and queue.holds(second)
+        assert second.token != first.token
+
+    def test_renew_keeps_the_lock_alive(self, queue: KeyedQueue):
+        lock = queue.begin(APP, "worker-1", ttl=SHORT_TTL)
+        assert lock is not None
+        assert queue.renew(lock, ttl=120)
+        assert queue.holds(lock)
+        assert queue.begin(APP, "worker-2") is None
+
+    def test_each_acquisition_gets_its_own_token(self, queue: KeyedQueue):
+        """Fencing: an old lock of the same owner is not mistaken for the new one."""
+        old = queue.begin(APP, "worker-1")
+        assert old is not None
+        queue.finish(old, Requeue.NONE)
+        assert not queue.holds(old)
+        new = queue.begin(APP, "worker-1")
+        assert new is not None and new.token != old.token
+        assert not queue.holds(old)
+        assert not queue.renew(old)
+        assert queue.holds(new)
+
+    def test_stale_owner_cannot_release_or_reschedule_the_new_owner(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.1.4 fencing: after expiry and takeover, the old run's finish changes nothing."""
+        stale = queue.begin(APP, "worker-1", ttl=SHORT_TTL)
+        assert stale is not None
+        self.expire_lock(queue, clock, stale)
+        current = queue.begin(APP, "worker-2")
+        assert current is not None
+        assert queue.finish(stale, Requeue.BACKOFF) is None
+        assert queue.holds(current)
+        assert queue.failures(APP) == 0
+        assert queue.due_in(APP) is None
+        assert queue.finish(current, Requeue.AFTER, delay=42) == pytest.approx(42)
+
+    def test_finish_after_expiry_without_takeover_still_schedules(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """No one else holds the key, so the late run's outcome still decides the next run."""
+        lock = queue.begin(APP, "worker-1", ttl=SHORT_TTL)
+        assert lock is not None
+        self.expire_lock(queue, clock, lock)
+        assert queue.finish(lock, Requeue.AFTER, delay=9) == pytest.approx(9)
+
+    def test_finish_releases_the_lock(self, queue: KeyedQueue):
+        lock = queue.begin(APP, "worker-1")
+        assert lock is not None
+        queue.finish(lock, Requeue.RESYNC)
+        assert not queue.holds(lock)
+        assert queue.begin(APP, "worker-2") is not None
+
+    # -- timers (S4.1.3) -----------------------------------------------------------------
+
+    def test_resync_is_jittered_within_ten_percent(self, queue: KeyedQueue, clock: FakeClock):
+        delays = []
+        for _ in range(40):
+            _, lock = run_next(queue, clock)
+            delay = queue.finish(lock, Requeue.RESYNC, resync_seconds=100)
+            assert delay is not None
+            delays.append(delay)
+        assert all(between(d, 90, 110) for d in delays)
+        assert len({round(d, 6) for d in delays}) > 1  # actually jittered
+        assert queue.failures(APP) == 0
+
+    def test_backoff_grows_clamps_at_five_minutes_and_resets_on_resync(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.1.3: 1 s doubling, x[0.8, 1.2], clamped to [1 s, 300 s]; "resync" resets."""
+        for failure in range(1, 13):
+            _, lock = run_next(queue, clock)
+            delay = queue.finish(lock, Requeue.BACKOFF)
+            assert delay is not None
+            expected = 2.0 ** (failure - 1)
+            low, high = max(0.8 * expected, 1.0), 1.2 * expected
+            assert between(delay, min(low, 300.0), min(high, 300.0))
+            assert queue.failures(APP) == failure
+        assert delay == pytest.approx(300.0)
+        _, lock = run_next(queue, clock)
+        queue.finish(lock, Requeue.RESYNC, resync_seconds=60)
+        assert queue.failures(APP) == 0
+        _, lock = run_next(queue, clock)
+        assert between(queue.finish(lock, Requeue.BACKOFF), 1.0, 1.2)
+
+    def test_after_waits_its_delay_and_keeps_the_failure_count(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.10.0/S4.1.6: a first 404 or a paced wait is not a backoff step."""
+        for _ in range(2):
+            _, lock = run_next(queue, clock)
+            queue.finish(lock, Requeue.BACKOFF)
+        _, lock = run_next(queue, clock)
+        assert queue.finish(lock, Requeue.AFTER, delay=30) == pytest.approx(30)
+        assert queue.failures(APP) == 2
+
+    def test_after_needs_a_delay(self, queue: KeyedQueue):
+        lock = queue.begin(APP, "worker-1")
+        assert lock is not None
+        with pytest.raises(ValueError, match="delay"):
+            queue.finish(lock, Requeue.AFTER)
+        assert queue.holds(lock)  # nothing happened
+
+    def test_none_schedules_nothing_and_forgets_failures(self, queue: KeyedQueue, clock: FakeClock):
+        """Pattern 2: success => forget; nothing to do until a watch event."""
+        _, lock = run_next(queue, clock)
+        queue.finish(lock, Requeue.BACKOFF)
+        _, lock = run_next(queue, clock)
+        assert queue.finish(lock, Requeue.NONE) is None
+        assert queue.due_in(APP) is None
+        assert queue.failures(APP) == 0
+        assert queue.depth() == 0
+
+    def test_finish_keeps_a_request_that_was_waiting_before_the_run(self, queue: KeyedQueue):
+        """A run begun outside the dispatcher never drops a due time already waiting."""
+        queue.add(APP, delay=20)
+        lock = queue.begin(APP, "worker-1")
+        assert lock is not None
+        assert queue.finish(lock, Requeue.RESYNC, resync_seconds=300) == pytest.approx(20)
+
+    def test_forced_full_next_reaches_the_next_ticket_only(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.10.0: "requeues in 30 s with the cursor withheld"."""
+        queue.add(APP)
+        _, lock = run_once(queue)
+        queue.finish(lock, Requeue.AFTER, delay=30, forced_full_next=True)
+        clock.advance(30)
+        ticket, lock = run_once(queue)
+        assert ticket.forced_full is True
+        queue.finish(lock, Requeue.AFTER, delay=0)
+        ticket, _ = run_once(queue)
+        assert ticket.forced_full is False
+
+    # -- lost dispatches (scaled mode: lost messages, killed workers) ---------------------
+
+    def test_redispatch_stale_makes_lost_dispatches_due_again(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.add(APP, priority=Priority.FIRST, forced_full=True)
+        queue.take_due()
+        clock.advance(100)
+        assert queue.redispatch_stale(older_than=150) == 0
+        clock.advance(100)
+        assert queue.redispatch_stale(older_than=150) == 1
+        assert queue.take_due() == [Ticket(APP, forced_full=True, priority=Priority.FIRST)]
+        assert queue.redispatch_stale(older_than=150) == 0
+
+    def test_redispatch_skips_a_run_whose_lock_is_held(self, queue: KeyedQueue, clock: FakeClock):
+        """A long run that keeps renewing its lock is not duplicated."""
+        queue.add(APP)
+        _, lock = run_once(queue)
+        for _ in range(5):  # 500 s, renewed well within the 120 s TTL
+            clock.advance(60)
+            assert queue.renew(lock)
+        assert queue.redispatch_stale(older_than=150) == 0
+        assert queue.depth() == 0
+        queue.finish(lock, Requeue.RESYNC, resync_seconds=300)
+        clock.advance(500)
+        assert queue.redispatch_stale(older_than=150) == 0  # finished: nothing dispatched
+
+    def test_redispatch_recovers_a_worker_that_died_holding_the_lock(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.add(APP)
+        [ticket] = queue.take_due()
+        lock = queue.begin(ticket.key, "worker-1", ttl=SHORT_TTL)
+        assert lock is not None
+        queue.add(APP)  # dirty: carried into the re-run's priority
+        self.expire_lock(queue, clock, lock)
+        clock.advance(200)
+        assert queue.redispatch_stale(older_than=150) == 1
+        assert queue.take_due() == [Ticket(APP, forced_full=False, priority=Priority.FIRST)]
+
+    # -- forget, generation, coordination store ------------------------------------------
+
+    def test_forget_drops_timers_failures_and_marks(self, queue: KeyedQueue, clock: FakeClock):
+        lock = queue.begin(APP, "worker-1")
+        assert lock is not None
+        queue.finish(lock, Requeue.BACKOFF)
+        queue.add(WEB)
+        queue.take_due()
+        queue.forget(APP)
+        queue.forget(WEB)
+        assert (queue.due_in(APP), queue.failures(APP), queue.depth()) == (None, 0, 0)
+        clock.advance(1000)
+        assert queue.take_due() == []
+        assert queue.redispatch_stale(older_than=150) == 0
+
+    def test_forget_during_run_leaves_the_lock_to_its_run(self, queue: KeyedQueue):
+        queue.add(APP)
+        _, lock = run_once(queue)
+        queue.add(APP)  # dirty
+        queue.forget(APP)
+        assert queue.holds(lock)
+        assert queue.finish(lock, Requeue.NONE) is None  # the dirty mark went with forget
+        assert queue.take_due() == []
+
+    def test_generation_marker_reports_a_new_store_once(self, queue: KeyedQueue):
+        """S8.4: the first leader finds no marker (store new or lost) and re-enqueues all."""
+        assert queue.mark_generation() is False
+        assert queue.mark_generation() is True
+        assert queue.mark_generation() is True
+
+    def test_not_found_records_round_trip_and_expire_after_an_hour(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S4.10.0: (CR UID, binding digest, time) kept 1 h; cleared on a 200 or binding change."""
+        binding = "a" * 64
+        assert queue.not_found_seen(APP.uid) is None
+        queue.record_not_found(APP.uid, binding, 1234.5)
+        assert queue.not_found_seen(APP.uid) == (binding, 1234.5)
+        assert queue.not_found_seen(WEB.uid) is None
+        clock.advance(3599)
+        assert queue.not_found_seen(APP.uid) == (binding, 1234.5)
+        queue.record_not_found(WEB.uid, "b" * 64, 99.0)
+        clock.advance(1)
+        assert queue.not_found_seen(APP.uid) is None
+        assert queue.not_found_seen(WEB.uid) == ("b" * 64, 99.0)
+        queue.clear_not_found(WEB.uid)
+        assert queue.not_found_seen(WEB.uid) is None
+        queue.clear_not_found(JOB.uid)  # clearing nothing is fine
+
+    def test_not_found_record_is_replaced_by_a_newer_one(self, queue: KeyedQueue):
+        queue.record_not_found(APP.uid, "a" * 64, 1.0)
+        queue.record_not_found(APP.uid, "c" * 64, 2.0)
+        assert queue.not_found_seen(APP.uid) == ("c" * 64, 2.0)
+
+    def test_stall_first_seen_maps_are_replaced_whole_per_cr(self, queue: KeyedQueue):
+        """S6.5: "Kind/name" -> first-seen time per CR; set replaces the map, empty removes it."""
+        assert queue.stall_first_seen(APP.uid) == {}
+        queue.set_stall_first_seen(APP.uid, {"Deployment/web": 10.5, "StatefulSet/db": 11.0})
+        queue.set_stall_first_seen(WEB.uid, {"DaemonSet/agent": 12.0})
+        returned = queue.stall_first_seen(APP.uid)
+        assert returned == {"Deployment/web": 10.5, "StatefulSet/db": 11.0}
+        returned["Deployment/web"] = 0.0  # a copy: the caller cannot change the store
+        queue.set_stall_first_seen(APP.uid, {"StatefulSet/db": 11.0})
+        assert queue.stall_first_seen(APP.uid) == {"StatefulSet/db": 11.0}
+        queue.set_stall_first_seen(APP.uid, {})
+        assert queue.stall_first_seen(APP.uid) == {}
+        assert queue.stall_first_seen(WEB.uid) == {"DaemonSet/agent": 12.0}
+
+    def test_forget_drops_the_crs_coordination_records(self, queue: KeyedQueue):
+        queue.record_not_found(APP.uid, "a" * 64, 1.0)
+        queue.set_stall_first_seen(APP.uid, {"Deployment/web": 1.0})
+        queue.set_stall_first_seen(WEB.uid, {"Deployment/web": 1.0})
+        queue.forget(APP)
+        assert queue.not_found_seen(APP.uid) is None
+        assert queue.stall_first_seen(APP.uid) == {}
+        assert queue.stall_first_seen(WEB.uid) == {"Deployment/web": 1.0}
+
+    # -- concurrency ---------------------------------------------------------------------
+
+    def test_threads_never_hold_one_key_twice(self, queue: KeyedQueue):
+        """S4.1.4 under contention: dispatchers, workers and watch events race on three keys."""
+        keys = [APP, WEB, JOB]
+        holding: set[ObjectKey] = set()
+        guard = threading.Lock()
+        problems: list[str] = []
+        runs = [0]
+        outcomes = [Requeue.RESYNC, Requeue.BACKOFF, Requeue.NONE]
+
+        def worker(seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                for _ in range(300):
+                    key = rng.choice(keys)
+                    queue.add(key, priority=rng.choice(list(Priority)))
+                    candidates = [t.key for t in queue.take_due(limit=2)] + [key]
+                    for candidate in candidates:
+                        lock = queue.begin(candidate, f"worker-{seed}")
+                        if lock is None:
+                            continue
+                        with guard:
+                            if candidate in holding:
+                                problems.append(f"{candidate} held twice")
+                            holding.add(candidate)
+                            runs[0] += 1
+                        for _ in range(3):  # stay a while so an overlap would show
+                            assert queue.holds(lock)
+                            time.sleep(0)  # let other threads run
+                        with guard:
+                            holding.discard(candidate)
+                        queue.finish(lock, rng.choice(outcomes), resync_seconds=10)
+            except Exception as error:  # surfaced below; a thread's traceback is lost otherwise
+                problems.append(repr(error))
+
+        threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+        assert problems == []
+        assert runs[0] > 0
+        assert queue.depth() <= len(keys)
+        for key in keys:  # every lock was released
+            lock = queue.begin(key, "checker")
+            assert lock is not None
+            queue.finish(lock, Requeue.NONE)

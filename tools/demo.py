@@ -1,0 +1,216 @@
+"""The operator's main job on this machine, with nothing given: a local control plane, the
+reference Hikyo server, and the embedded operator delivering a sample HikyoSecret.
+
+    python tools/demo.py          # runs until Ctrl-C, printing each reconcile
+    python tools/demo.py --once   # exits 0 once the sample Secret is delivered and Ready
+
+With KUBECONFIG set it uses that cluster instead of starting one (and creates its sample
+objects in the namespace ``hikyo-demo``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+os.environ.setdefault("HIKYO_OPERATOR_NAMESPACE", "hikyo-system")
+
+import django  # noqa: E402 - after the path and settings above
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from kubernetes import client, config  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+
+from controlplane.observations.recording import BackgroundRecorder  # noqa: E402
+from devserver import DevServer, new_id  # noqa: E402
+from k8s.crd_manifests import install_crds  # noqa: E402
+from k8s.gateway import KubeCluster  # noqa: E402
+from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
+from workers.engine.clients import ClientCache  # noqa: E402
+from workers.operator_process import OperatorProcess  # noqa: E402
+from workers.queue.memory import MemoryQueue  # noqa: E402
+from workers.runtime import Runtime  # noqa: E402
+
+NAMESPACE = "hikyo-demo"
+TOKEN = "hik_demo_" + base64.b32encode(os.urandom(10)).decode().lower()
+
+
+def _ensure_namespace(core: client.CoreV1Api, name: str) -> None:
+    try:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def _apply(create, *args) -> None:
+    try:
+        create(*args)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--once", action="store_true", help="exit once the Secret is Ready")
+    options = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("urllib3", "kubernetes", "devserver"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    call_command("migrate", verbosity=0)
+
+    cluster = None
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        print("starting a local control plane (first run builds it: several minutes)...")
+        cluster = LocalControlPlane(locate_binaries(), Path(tempfile.mkdtemp(prefix="hikyo-")))
+        cluster.start()
+        kubeconfig = str(cluster.kubeconfig)
+    api = config.new_client_from_config(config_file=kubeconfig)
+    install_crds(api)
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    operator_namespace = settings.HIKYO_OPERATOR.operator_namespace
+    _ensure_namespace(core, operator_namespace)
+    _ensure_namespace(core, NAMESPACE)
+
+    with DevServer() as hikyo:
+        org, project, environment = new_id("org"), new_id("prj"), new_id("env")
+        hikyo.publish(
+            org,
+            project,
+            environment,
+            [
+                {
+                    "name": "DATABASE_URL",
+                    "classification": "config",
+                    "value": "postgres://demo@db/demo",
+                },
+                {"name": "LOG_LEVEL", "classification": "config", "value": "info"},
+            ],
+        )
+        hikyo.add_credential(TOKEN, org, project, environment)
+        instance = f"demo-{os.getpid()}"
+        _apply(
+            custom.create_cluster_custom_object,
+            "hikyo.dev",
+            "v1alpha1",
+            "hikyoinstances",
+            {
+                "apiVersion": "hikyo.dev/v1alpha1",
+                "kind": "HikyoInstance",
+                "metadata": {"name": instance},
+                "spec": {"url": hikyo.url, "caBundle": hikyo.ca_bundle_b64},
+            },
+        )
+        try:  # a fresh token each run: replace an earlier run's credential
+            core.delete_namespaced_secret("demo-credential", NAMESPACE)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        core.create_namespaced_secret(
+            NAMESPACE,
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(
+                    name="demo-credential",
+                    labels={"hikyo.dev/delivery": "true", "hikyo.dev/instance": instance},
+                ),
+                string_data={"hikyo-token": TOKEN + "\n"},
+            ),
+        )
+        _apply(
+            custom.create_namespaced_custom_object,
+            "hikyo.dev",
+            "v1alpha1",
+            NAMESPACE,
+            "hikyosecrets",
+            {
+                "apiVersion": "hikyo.dev/v1alpha1",
+                "kind": "HikyoSecret",
+                "metadata": {"name": "demo"},
+                "spec": {
+                    "instanceRef": {"name": instance},
+                    "auth": {"secretRef": {"name": "demo-credential"}},
+                    "scope": {"org": org, "project": project, "environment": environment},
+                    "mapping": [{"key": "DATABASE_URL"}, {"key": "LOG_LEVEL"}],
+                    "target": {"name": "demo-env"},
+                    "resyncInterval": "30s",
+                },
+            },
+        )
+        custom.patch_namespaced_custom_object(
+            "hikyo.dev",
+            "v1alpha1",
+            NAMESPACE,
+            "hikyosecrets",
+            "demo",
+            {
+                "spec": {
+                    "instanceRef": {"name": instance},
+                    "scope": {"org": org, "project": project, "environment": environment},
+                }
+            },
+        )
+
+        runtime = Runtime(
+            settings=settings.HIKYO_OPERATOR,
+            cluster=KubeCluster(api),
+            queue=MemoryQueue(),
+            clients=ClientCache(),
+            record=BackgroundRecorder(),
+        )
+        operator = OperatorProcess(runtime, leader_election=settings.HIKYO_OPERATOR.leader_election)
+        operator.start()
+        print(f"embedded operator running; watching HikyoSecret {NAMESPACE}/demo")
+        try:
+            ready = _wait_ready(custom, timeout=120)
+            secret = core.read_namespaced_secret("demo-env", NAMESPACE)
+            print(
+                f"Secret {NAMESPACE}/demo-env delivered with keys {sorted(secret.data)}; "
+                f"HikyoSecret Ready={ready}"
+            )
+            if cluster is not None:
+                print(f"kubeconfig: {kubeconfig}  (kubectl get hksec -A)")
+            if not options.once:
+                threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            operator.stop()
+            if cluster is not None:
+                cluster.stop()
+    return 0 if ready == "True" else 1
+
+
+def _wait_ready(custom: client.CustomObjectsApi, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    status = "Unknown"
+    while time.monotonic() < deadline:
+        cr = custom.get_namespaced_custom_object(
+            "hikyo.dev", "v1alpha1", NAMESPACE, "hikyosecrets", "demo"
+        )
+        for condition in (cr.get("status") or {}).get("conditions") or []:
+            if condition["type"] == "Ready":
+                status = condition["status"]
+                if status == "True":
+                    return status
+        time.sleep(0.5)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The leader's loop: due keys from the keyed queue go to workers (S4.1.5).
+
+Embedded mode hands tickets to a thread pool in this process; scaled mode sends Celery tasks
+that carry only (namespace, name, uid). Keys dispatched but never finished (a lost message, a
+worker killed with SIGKILL) become due again after ``stale_after`` seconds, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .queue.base import KeyedQueue, Ticket
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.2
+STALE_AFTER_SECONDS = 150.0  # longer than the 120 s lock TTL: a live run renews its lock
+STALE_CHECK_EVERY = 10.0
+
+
+class Dispatcher(threading.Thread):
+    def __init__(
+        self,
+        queue: KeyedQueue,
+        submit: Callable[[Ticket], None],
+        stop: threading.Event,
+        *,
+        capacity: Callable[[], int] = lambda: 100,
+        stale_after: float = STALE_AFTER_SECONDS,
+        tick: float = TICK_SECONDS,
+    ) -> None:
+        super().__init__(name="dispatcher", daemon=True)
+        self.queue, self.submit, self.stop_event = queue, submit, stop
+        self.capacity, self.stale_after, self.tick = capacity, stale_after, tick
+        self.dispatched = 0
+
+    def run(self) -> None:
+        last_stale_check = time.monotonic()
+        while not self.stop_event.is_set():
+            try:
+                free = self.capacity()
+                tickets = self.queue.take_due(limit=free) if free > 0 else []
+                for ticket in tickets:
+                    self.submit(ticket)
+                    self.dispatched += 1
+                if time.monotonic() - last_stale_check > STALE_CHECK_EVERY:
+                    last_stale_check = time.monotonic()
+                    again = self.queue.redispatch_stale(self.stale_after)
+                    if again:
+                        log.warning("%d dispatched keys never finished; due again", again)
+            except Exception:
+                # The queue store (Redis) may be down: say so, keep trying, lose nothing.
+                log.exception("dispatching failed; retrying")
+                self.stop_event.wait(1.0)
+                continue
+            if not tickets:
+                self.stop_event.wait(self.tick)

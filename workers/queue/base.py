@@ -1,0 +1,205 @@
+"""The keyed queue: the glue between the watches and the workers (design.md "The keyed queue").
+
+It gives Celery the semantics of client-go's workqueue (pattern 1): a waiting key is queued once
+(dedupe); at most one run per key across all processes, under a per-key lock with a TTL and a
+fencing check (S4.1.4); a trigger during a run marks the key dirty so it runs once more after;
+resync and backoff timers are due times in the store, never Celery ETAs (S4.1.3); first syncs
+run before resyncs when both are due (S4.1.6, pattern 5). Reconcile returns a ``Requeue`` and the
+queue decides the timing (pattern 2).
+
+A key is in at most one of these states, plus a lock, a failure count and marks:
+
+* waiting -- it has a due time and a priority (``add``/``schedule``/``finish``);
+* dispatched -- ``take_due`` handed it out (leader only) and its run has not finished yet;
+  ``redispatch_stale`` makes it due again when that run never started or died;
+* dirty / pending -- a trigger that arrived while the key was dispatched or locked; applied
+  when the run finishes.
+
+Two backends implement this protocol: ``memory.MemoryQueue`` (embedded mode, S8.4; lost on
+restart) and ``redis.RedisQueue`` (scaled mode; survives worker crashes and leader failover).
+Both are also the engine's ``CoordinationStore`` (S4.10.0 not-found records, S6.5 stall times).
+The store holds only keys, priorities, times, counts, digests and workload names: never values,
+tokens, cursors or stamps (S0.4.1, S8.4).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from workers.engine.outcome import Requeue
+from workers.engine.ports import CoordinationStore
+from workers.keys import ObjectKey
+
+from .backoff import backoff_delay
+
+__all__ = [
+    "DEFAULT_LOCK_TTL",
+    "NOT_FOUND_TTL_SECONDS",
+    "Clock",
+    "KeyedQueue",
+    "Lock",
+    "Priority",
+    "Requeue",
+    "Ticket",
+    "Timer",
+    "next_timer",
+]
+
+Clock = Callable[[], float]
+
+DEFAULT_LOCK_TTL = 120.0  # S4.1.4
+NOT_FOUND_TTL_SECONDS = 3600.0  # S4.10.0: a first 404 is remembered for 1 h
+RESYNC_JITTER = (0.9, 1.1)  # S4.1.3 / S4.16
+
+
+class Priority(enum.IntEnum):
+    """Lower runs first when several keys are due (S4.1.6 "first syncs before resyncs")."""
+
+    FIRST = 0  # new CRs, spec changes, instance changes, dirty re-runs
+    NORMAL = 1  # retries (backoff, "after")
+    RESYNC = 2  # initial list of CRs already Synced at their generation; periodic resyncs
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A due key handed to a worker. ``forced_full``: withhold the cursor (S4.10.0)."""
+
+    key: ObjectKey
+    forced_full: bool
+    priority: Priority
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A held per-key lock (S4.1.4). ``token`` is unique per acquisition (fencing)."""
+
+    key: ObjectKey
+    owner: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Timer:
+    """The next due time a finished run asks for, and the failure count it leaves."""
+
+    delay: float
+    priority: Priority
+    failures: int
+
+
+def next_timer(
+    requeue: Requeue,
+    failures: int,
+    *,
+    delay: float | None,
+    resync_seconds: float,
+    rng: random.Random,
+) -> Timer | None:
+    """S4.1.3: the timer one run's outcome asks for; None means no timer (``Requeue.NONE``).
+
+    RESYNC resets the failure count; BACKOFF adds one and waits per ``backoff_delay``; AFTER waits
+    ``delay`` and keeps the count (a first 404 or a 429 is not a failure step, S4.10.0, S4.1.6);
+    NONE forgets the count (controller-runtime: success => Forget).
+    """
+    if requeue is Requeue.RESYNC:
+        low, high = RESYNC_JITTER
+        return Timer(resync_seconds * rng.uniform(low, high), Priority.RESYNC, 0)
+    if requeue is Requeue.BACKOFF:
+        return Timer(backoff_delay(failures + 1, rng), Priority.NORMAL, failures + 1)
+    if requeue is Requeue.AFTER:
+        return Timer(max(float(delay or 0.0), 0.0), Priority.NORMAL, failures)
+    return None
+
+
+def check_requeue(requeue: Requeue, delay: float | None) -> None:
+    """AFTER without a delay is a caller bug: say so before the lock is touched."""
+    if not isinstance(requeue, Requeue):
+        raise TypeError(f"requeue must be a Requeue, not {type(requeue).__name__}")
+    if requeue is Requeue.AFTER and delay is None:
+        raise ValueError("Requeue.AFTER needs a delay")
+
+
+class KeyedQueue(CoordinationStore, Protocol):
+    """The keyed-queue interface both running modes use (design.md "Running modes").
+
+    It extends the engine's ``CoordinationStore`` (S4.10.0 not-found records, kept 1 h; S6.5
+    stall first-seen times), so the queue backend is the engine's store.
+    """
+
+    def add(
+        self,
+        key: ObjectKey,
+        *,
+        priority: Priority = Priority.NORMAL,
+        delay: float = 0.0,
+        forced_full: bool = False,
+    ) -> None:
+        """Queue ``key`` (dedupe: a waiting key keeps the higher priority and earlier due time;
+        ``forced_full`` is OR-ed in). During a run the key is marked dirty instead (S4.1.4)."""
+        ...
+
+    def schedule(
+        self,
+        key: ObjectKey,
+        *,
+        delay: float,
+        priority: Priority = Priority.RESYNC,
+        only_if_unscheduled: bool = False,
+    ) -> None:
+        """A timer (S4.1.3). ``only_if_unscheduled``: a key with a due time, or in flight, keeps
+        it (S4.1.2 ADDED for a CR that already has a due time)."""
+        ...
+
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        """Leader only (S4.1.5): due keys in (priority, due time) order, marked dispatched."""
+        ...
+
+    def redispatch_stale(self, older_than: float) -> int:
+        """Dispatched keys not finished after ``older_than`` s and not locked become due again."""
+        ...
+
+    def begin(self, key: ObjectKey, owner: str, ttl: float = DEFAULT_LOCK_TTL) -> Lock | None:
+        """Take the per-key lock (S4.1.4); None (and the key marked dirty) if another holds it."""
+        ...
+
+    def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:
+        """Extend a lock we still hold; False once it expired or was taken over."""
+        ...
+
+    def holds(self, lock: Lock) -> bool:
+        """The fencing check before every Kubernetes write (S4.1.4)."""
+        ...
+
+    def finish(
+        self,
+        lock: Lock,
+        requeue: Requeue,
+        *,
+        delay: float | None = None,
+        resync_seconds: float = 300.0,
+        forced_full_next: bool = False,
+    ) -> float | None:
+        """Release the lock and schedule the next run (S4.1.3); seconds until it, or None."""
+        ...
+
+    def forget(self, key: ObjectKey) -> None:
+        """The CR is gone: drop its timers, failure count, marks and per-CR records."""
+        ...
+
+    def failures(self, key: ObjectKey) -> int: ...
+
+    def due_in(self, key: ObjectKey) -> float | None:
+        """Seconds until due (<= 0: due now); None when the key is not waiting."""
+        ...
+
+    def depth(self) -> int:
+        """Waiting keys (the queue_depth metric)."""
+        ...
+
+    def mark_generation(self) -> bool:
+        """S8.4: write the generation marker; False when it was missing (store new or lost)."""
+        ...

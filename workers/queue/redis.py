@@ -1,0 +1,488 @@
+"""The scaled mode's keyed queue: all state in Redis, shared by the leader and every worker (S8.4).
+
+Nothing lives in process memory, so a worker crash or a leader failover loses no due time,
+failure count or mark. Every read-modify-write is one Lua script (atomic on the server); plain
+multi-key writes use MULTI. Layout under ``<prefix>:`` (a member is ``namespace/name/uid``):
+
+=========================  ======  ==============================================================
+``due:<priority>``         zset    waiting members, score = absolute due time (injected clock)
+``dispatched``             zset    members handed out by ``take_due``, score = when
+``state:<member>``         hash    prio/forced (waiting), dprio/dforced (dispatched), failures,
+                                   dirty/dirty_forced, pdue/pprio/pforced (timer set mid-run)
+``lock:<member>``          string  ``<fencing number> <owner>``, PX = lock ttl (S4.1.4)
+``fence``                  string  counter behind the fencing numbers
+``generation``             string  the S8.4 marker (time it was written)
+``notfound:<cr uid>``      hash    binding (a digest), at, seen; PX 1 h (S4.10.0)
+``stall:<cr uid>``         hash    ``Kind/name`` of a workload -> time first seen stalled (S6.5)
+=========================  ======  ==============================================================
+
+Only references, digests, counts and times: never values, tokens, cursors or stamps (S0.4.1).
+Scripts name keys from the prefix at run time, so this needs a single Redis (not Cluster).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from workers.keys import ObjectKey
+
+from .base import (
+    DEFAULT_LOCK_TTL,
+    NOT_FOUND_TTL_SECONDS,
+    Clock,
+    KeyedQueue,
+    Lock,
+    Priority,
+    Requeue,
+    Ticket,
+    check_requeue,
+    next_timer,
+)
+
+# Shared Lua helpers, prepended to each script. ARGV[1] is always the prefix.
+_PRELUDE = """
+local P = ARGV[1]
+local function state_key(m) return P .. ':state:' .. m end
+local function lock_key(m) return P .. ':lock:' .. m end
+local function due_key(p) return P .. ':due:' .. p end
+
+-- Dedupe (patterns 1, 5): merge into the waiting entry; earlier due, higher priority, forced OR.
+local function enqueue(m, due, prio, forced)
+  local s = state_key(m)
+  local cur = redis.call('HGET', s, 'prio')
+  if cur then
+    cur = tonumber(cur)
+    local cur_due = tonumber(redis.call('ZSCORE', due_key(cur), m))
+    if cur_due and cur_due < due then due = cur_due end
+    if cur < prio then prio = cur end
+    if cur ~= prio then redis.call('ZREM', due_key(cur), m) end
+    if redis.call('HGET', s, 'forced') == '1' then forced = 1 end
+  end
+  redis.call('ZADD', due_key(prio), due, m)
+  redis.call('HSET', s, 'prio', prio, 'forced', forced)
+end
+
+-- A timer set while the key is in flight; the run's finish merges it.
+local function pend(m, due, prio, forced)
+  local s = state_key(m)
+  local f = redis.call('HMGET', s, 'pdue', 'pprio')
+  if f[1] then
+    due = math.min(due, tonumber(f[1]))
+    prio = math.min(prio, tonumber(f[2]))
+  end
+  redis.call('HSET', s, 'pdue', due, 'pprio', prio)
+  if forced == 1 then redis.call('HSET', s, 'pforced', 1) end
+end
+
+local function in_flight(m)
+  return redis.call('HEXISTS', state_key(m), 'dprio') == 1
+    or redis.call('EXISTS', lock_key(m)) == 1
+end
+"""
+
+# ARGV: prefix, member, now, due, priority, forced, delay
+_ADD = """
+local m, now, due = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local prio, forced, delay = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if in_flight(m) then
+  if delay <= 0 then
+    local s = state_key(m)
+    redis.call('HSET', s, 'dirty', 1)
+    if forced == 1 then redis.call('HSET', s, 'dirty_forced', 1) end
+  else
+    pend(m, due, prio, forced)
+  end
+  return 0
+end
+enqueue(m, due, prio, forced)
+return 1
+"""
+
+# ARGV: prefix, member, due, priority, only_if_unscheduled
+_SCHEDULE = """
+local m, due, prio, only = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+if in_flight(m) then
+  if not only then pend(m, due, prio, 0) end
+  return 0
+end
+if only and redis.call('HEXISTS', state_key(m), 'prio') == 1 then return 0 end
+enqueue(m, due, prio, 0)
+return 1
+"""
+
+# ARGV: prefix, now, limit, lowest priority value
+_TAKE_DUE = """
+local now, remaining, lowest = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {}
+for p = 0, lowest do
+  if remaining <= 0 then break end
+  local members = redis.call('ZRANGEBYSCORE', due_key(p), '-inf', now, 'LIMIT', 0, remaining)
+  for _, m in ipairs(members) do
+    local s = state_key(m)
+    local forced = redis.call('HGET', s, 'forced') or '0'
+    redis.call('ZREM', due_key(p), m)
+    redis.call('HDEL', s, 'prio', 'forced')
+    redis.call('HSET', s, 'dprio', p, 'dforced', forced)
+    redis.call('ZADD', P .. ':dispatched', now, m)
+    out[#out + 1] = {m, p, forced}
+    remaining = remaining - 1
+  end
+end
+return out
+"""
+
+# ARGV: prefix, now, cutoff
+_REDISPATCH = """
+local now, cutoff = tonumber(ARGV[2]), ARGV[3]
+local count = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. ':dispatched', '-inf', cutoff)) do
+  if redis.call('EXISTS', lock_key(m)) == 0 then
+    local s = state_key(m)
+    local f = redis.call('HMGET', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pforced')
+    local prio = tonumber(f[1]) or 1
+    local forced = 0
+    if f[2] == '1' or f[4] == '1' or f[5] == '1' then forced = 1 end
+    if f[3] == '1' then prio = 0 end
+    redis.call('ZREM', P .. ':dispatched', m)
+    redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+    enqueue(m, now, prio, forced)
+    count = count + 1
+  end
+end
+return count
+"""
+
+# ARGV: prefix, member, owner, ttl ms
+_BEGIN = """
+local m, owner, ttl = ARGV[2], ARGV[3], ARGV[4]
+local lk = lock_key(m)
+if redis.call('EXISTS', lk) == 1 then
+  local s = state_key(m)
+  redis.call('HSET', s, 'dirty', 1)
+  if redis.call('HGET', s, 'dforced') == '1' then redis.call('HSET', s, 'dirty_forced', 1) end
+  return false
+end
+local token = redis.call('INCR', P .. ':fence')
+redis.call('SET', lk, token .. ' ' .. owner, 'PX', ttl)
+return tostring(token)
+"""
+
+# ARGV: prefix, member, lock value, ttl ms
+_RENEW = """
+if redis.call('GET', lock_key(ARGV[2])) == ARGV[3] then
+  redis.call('PEXPIRE', lock_key(ARGV[2]), ARGV[4])
+  return 1
+end
+return 0
+"""
+
+# ARGV: prefix, member, lock value, now, expected failures, has timer, timer due, timer priority,
+#       failures after, forced next
+_FINISH = """
+local m, value, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local lk, s = lock_key(m), state_key(m)
+local held = redis.call('GET', lk)
+if held and held ~= value then return {'fenced'} end
+if tonumber(redis.call('HGET', s, 'failures') or '0') ~= tonumber(ARGV[5]) then
+  return {'retry'}
+end
+if held then redis.call('DEL', lk) end
+redis.call('ZREM', P .. ':dispatched', m)
+local f = redis.call('HMGET', s, 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+if tonumber(ARGV[9]) > 0 then
+  redis.call('HSET', s, 'failures', ARGV[9])
+else
+  redis.call('HDEL', s, 'failures')
+end
+local due, prio = nil, nil
+local forced = tonumber(ARGV[10])
+local function want(d, p)
+  if due == nil then due, prio = d, p else due, prio = math.min(due, d), math.min(prio, p) end
+end
+if ARGV[6] == '1' then want(tonumber(ARGV[7]), tonumber(ARGV[8])) end
+if f[3] then want(tonumber(f[3]), tonumber(f[4])) end
+if f[1] == '1' then want(now, 0) end
+if f[2] == '1' or f[5] == '1' then forced = 1 end
+if due ~= nil then
+  enqueue(m, due, prio, forced)
+elseif forced == 1 and redis.call('HEXISTS', s, 'prio') == 1 then
+  redis.call('HSET', s, 'forced', 1)
+end
+local cur = redis.call('HGET', s, 'prio')
+if cur then return {'ok', redis.call('ZSCORE', due_key(cur), m)} end
+return {'ok', false}
+"""
+
+
+def _text(value: Any) -> str:
+    """The caller's client may or may not decode responses."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def member(key: ObjectKey) -> str:
+    """``namespace/name/uid``: Kubernetes forbids ``/`` in namespaces and UIDs."""
+    if "/" in key.namespace or "/" in key.uid:
+        raise ValueError("a namespace or uid cannot contain '/'")
+    return f"{key.namespace}/{key.name}/{key.uid}"
+
+
+def key_of(text: str) -> ObjectKey:
+    namespace, rest = text.split("/", 1)
+    name, uid = rest.rsplit("/", 1)
+    return ObjectKey(namespace, name, uid)
+
+
+class RedisQueue(KeyedQueue):
+    """``KeyedQueue`` on Redis. Due times are absolute floats on ``clock``; locks use PX."""
+
+    NOT_FOUND_TTL_SECONDS = NOT_FOUND_TTL_SECONDS
+    _FINISH_ATTEMPTS = 8
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "hikyo",
+        clock: Clock = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._redis = client
+        self._prefix = prefix
+        self._clock = clock
+        self._rng = rng or random.Random()
+        script = client.register_script
+        self._add = script(_PRELUDE + _ADD)
+        self._schedule = script(_PRELUDE + _SCHEDULE)
+        self._take_due = script(_PRELUDE + _TAKE_DUE)
+        self._redispatch = script(_PRELUDE + _REDISPATCH)
+        self._begin = script(_PRELUDE + _BEGIN)
+        self._renew = script(_PRELUDE + _RENEW)
+        self._finish = script(_PRELUDE + _FINISH)
+
+    # -- queueing ------------------------------------------------------------------------
+
+    def add(
+        self,
+        key: ObjectKey,
+        *,
+        priority: Priority = Priority.NORMAL,
+        delay: float = 0.0,
+        forced_full: bool = False,
+    ) -> None:
+        """Pattern 1: dedupe while waiting; a key in flight is marked dirty (S4.1.4)."""
+        now = self._clock()
+        due = now + max(delay, 0.0)
+        self._add(
+            args=[
+                self._prefix,
+                member(key),
+                now,
+                due,
+                int(Priority(priority)),
+                int(forced_full),
+                delay,
+            ]
+        )
+
+    def schedule(
+        self,
+        key: ObjectKey,
+        *,
+        delay: float,
+        priority: Priority = Priority.RESYNC,
+        only_if_unscheduled: bool = False,
+    ) -> None:
+        """S4.1.3 timers; S4.1.2: with ``only_if_unscheduled`` an existing due time stays."""
+        due = self._clock() + max(delay, 0.0)
+        self._schedule(
+            args=[
+                self._prefix,
+                member(key),
+                due,
+                int(Priority(priority)),
+                int(only_if_unscheduled),
+            ]
+        )
+
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC, earliest first; atomic,
+        so even two processes that both believe they lead never take a key twice."""
+        if limit <= 0:
+            return []
+        rows = self._take_due(
+            args=[self._prefix, self._clock(), limit, int(max(Priority))],
+        )
+        return [
+            Ticket(key_of(_text(m)), _text(forced) == "1", Priority(int(p)))
+            for m, p, forced in rows
+        ]
+
+    def redispatch_stale(self, older_than: float) -> int:
+        """A lost message or a killed worker must not lose the key: due again, unless locked."""
+        now = self._clock()
+        return int(self._redispatch(args=[self._prefix, now, now - older_than]))
+
+    # -- per-key lock (S4.1.4) -----------------------------------------------------------
+
+    def begin(self, key: ObjectKey, owner: str, ttl: float = DEFAULT_LOCK_TTL) -> Lock | None:
+        """SET NX PX: the lock expires on the server even if this process dies mid-run."""
+        if ttl <= 0:
+            raise ValueError("lock ttl must be positive")
+        token = self._begin(args=[self._prefix, member(key), owner, _millis(ttl)])
+        return None if token is None else Lock(key, owner, _text(token))
+
+    def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:
+        return bool(
+            self._renew(args=[self._prefix, member(lock.key), _lock_value(lock), _millis(ttl)])
+        )
+
+    def holds(self, lock: Lock) -> bool:
+        """S4.1.4 fencing: True only while this very acquisition is unexpired."""
+        value = self._redis.get(self._lock_key(lock.key))
+        return value is not None and _text(value) == _lock_value(lock)
+
+    def finish(
+        self,
+        lock: Lock,
+        requeue: Requeue,
+        *,
+        delay: float | None = None,
+        resync_seconds: float = 300.0,
+        forced_full_next: bool = False,
+    ) -> float | None:
+        """S4.1.3: release the lock and set the next due time (see ``base.next_timer``).
+
+        Fencing: when another owner holds the key now, this stale run changes nothing. The
+        backoff is computed here (one definition, ``backoff.py``) from the failure count read
+        first; the script re-checks that count and we retry if it moved.
+        """
+        check_requeue(requeue, delay)
+        name = member(lock.key)
+        for _ in range(self._FINISH_ATTEMPTS):
+            failures = self.failures(lock.key)
+            now = self._clock()
+            timer = next_timer(
+                requeue, failures, delay=delay, resync_seconds=resync_seconds, rng=self._rng
+            )
+            reply = self._finish(
+                args=[
+                    self._prefix,
+                    name,
+                    _lock_value(lock),
+                    now,
+                    failures,
+                    int(timer is not None),
+                    now + timer.delay if timer else 0,
+                    int(timer.priority) if timer else 0,
+                    timer.failures if timer else 0,
+                    int(forced_full_next),
+                ]
+            )
+            status = _text(reply[0])
+            if status == "fenced":
+                return None
+            if status == "ok":
+                return None if reply[1] is None else float(_text(reply[1])) - now
+        raise RuntimeError(f"finishing {lock.key}: failure count kept changing")
+
+    def forget(self, key: ObjectKey) -> None:
+        """The CR was deleted: timers, failure count, marks and its per-CR records go; a held
+        lock stays its run's."""
+        name = member(key)
+        with self._redis.pipeline(transaction=True) as pipe:
+            for priority in Priority:
+                pipe.zrem(self._key(f"due:{int(priority)}"), name)
+            pipe.zrem(self._key("dispatched"), name)
+            pipe.delete(
+                self._key(f"state:{name}"),
+                self._key(f"notfound:{key.uid}"),
+                self._key(f"stall:{key.uid}"),
+            )
+            pipe.execute()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def failures(self, key: ObjectKey) -> int:
+        value = self._redis.hget(self._key(f"state:{member(key)}"), "failures")
+        return 0 if value is None else int(_text(value))
+
+    def due_in(self, key: ObjectKey) -> float | None:
+        name = member(key)
+        with self._redis.pipeline(transaction=True) as pipe:
+            for priority in Priority:
+                pipe.zscore(self._key(f"due:{int(priority)}"), name)
+            scores = [score for score in pipe.execute() if score is not None]
+        return min(scores) - self._clock() if scores else None
+
+    def depth(self) -> int:
+        with self._redis.pipeline(transaction=True) as pipe:
+            for priority in Priority:
+                pipe.zcard(self._key(f"due:{int(priority)}"))
+            return sum(pipe.execute())
+
+    def mark_generation(self) -> bool:
+        """S8.4: SET NX; a missing marker means a new or lost store (returns False)."""
+        created = self._redis.set(self._key("generation"), repr(self._clock()), nx=True)
+        return not created
+
+    # -- CoordinationStore (S4.10.0) -----------------------------------------------------
+
+    def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None:
+        """The record expires on the server after 1 h (PX) and on the injected clock."""
+        record_key = self._key(f"notfound:{cr_uid}")
+        binding, at, seen = self._redis.hmget(record_key, ["binding", "at", "seen"])
+        if binding is None or at is None:
+            return None
+        if seen is not None and self._clock() - float(_text(seen)) >= self.NOT_FOUND_TTL_SECONDS:
+            self._redis.delete(record_key)
+            return None
+        return _text(binding), float(_text(at))
+
+    def record_not_found(self, cr_uid: str, binding: str, at: float) -> None:
+        record_key = self._key(f"notfound:{cr_uid}")
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(record_key)
+            pipe.hset(
+                record_key, mapping={"binding": binding, "at": repr(at), "seen": self._clock()}
+            )
+            pipe.pexpire(record_key, _millis(self.NOT_FOUND_TTL_SECONDS))
+            pipe.execute()
+
+    def clear_not_found(self, cr_uid: str) -> None:
+        self._redis.delete(self._key(f"notfound:{cr_uid}"))
+
+    def stall_first_seen(self, cr_uid: str) -> dict[str, float]:
+        """S6.5: when each held stall test ("Kind/name") was first seen for this CR."""
+        raw = self._redis.hgetall(self._key(f"stall:{cr_uid}"))
+        return {_text(ref): float(_text(at)) for ref, at in raw.items()}
+
+    def set_stall_first_seen(self, cr_uid: str, first_seen: Mapping[str, float]) -> None:
+        """Replaces the CR's whole map; an empty map removes it. No TTL: a stall may be held
+        for days; ``forget`` drops the map with the CR."""
+        stall_key = self._key(f"stall:{cr_uid}")
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(stall_key)
+            if first_seen:
+                pipe.hset(stall_key, mapping={ref: float(at) for ref, at in first_seen.items()})
+            pipe.execute()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _key(self, suffix: str) -> str:
+        return f"{self._prefix}:{suffix}"
+
+    def _lock_key(self, key: ObjectKey) -> str:
+        return self._key(f"lock:{member(key)}")
+
+
+def _lock_value(lock: Lock) -> str:
+    return f"{lock.token} {lock.owner}"
+
+
+def _millis(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)

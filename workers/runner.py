@@ -1,0 +1,79 @@
+"""Running one queued reconcile: take the per-key lock, keep it renewed, reconcile with fenced
+writes, record, and let the queue schedule the next run (S4.1.3, S4.1.4)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+
+from .engine.outcome import Requeue
+from .engine.reconcile import RunResult, reconcile
+from .keys import ObjectKey
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+LOCK_TTL_SECONDS = 120.0
+RENEW_EVERY_SECONDS = 30.0
+
+
+class _Renewer(threading.Thread):
+    def __init__(self, runtime: Runtime, lock: object) -> None:
+        super().__init__(name="lock-renewer", daemon=True)
+        self.runtime, self.lock = runtime, lock
+        self.done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.done.wait(RENEW_EVERY_SECONDS):
+            if not self.runtime.queue.renew(self.lock, LOCK_TTL_SECONDS):
+                self.lost = True
+                return
+
+
+def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -> RunResult | None:
+    """Returns the run's result, or None when another process holds the key (it is then marked
+    dirty and runs once more after that run)."""
+    queue = runtime.queue
+    lock = queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
+    if lock is None:
+        return None
+    renewer = _Renewer(runtime, lock)
+    renewer.start()
+    started, clock, wall_start = datetime.now(UTC), time.monotonic(), time.time()
+    try:
+        engine = runtime.engine(lambda: not renewer.lost and queue.holds(lock))
+        result = reconcile(engine, key.namespace, key.name, key.uid, forced_full=forced_full)
+    except Exception:
+        # Our own bug or an unexpected client error: log with the key, back off, go on.
+        log.exception("reconcile of %s failed unexpectedly", key)
+        queue.finish(lock, Requeue.BACKOFF)
+        return None
+    finally:
+        renewer.done.set()
+    runtime.record(result, started, time.monotonic() - clock)
+    outcome = result.outcome
+    if not result.uid:  # gone, or replaced by another object with the same name
+        queue.finish(lock, Requeue.NONE)
+        queue.forget(key)
+        return result
+    queue.finish(
+        lock,
+        outcome.requeue,
+        delay=outcome.delay,
+        resync_seconds=result.resync_seconds,
+        forced_full_next=outcome.forced_full_next,
+    )
+    # One line per run with wall-clock bounds, so overlapping runs would be visible (S4.1.4).
+    log.info(
+        "run %s uid=%s start=%.6f end=%.6f outcome=%s%s",
+        key,
+        key.uid,
+        wall_start,
+        time.time(),
+        outcome.reason,
+        f" ({outcome.message})" if outcome.message else "",
+    )
+    return result

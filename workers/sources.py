@@ -1,0 +1,165 @@
+"""Watch events → keyed-queue entries (S4.1.1, S4.1.2, S4.1.6). Pure routing over plain dicts.
+
+- HikyoSecret ADDED (initial list and relists included): healthy CRs (Synced at the current
+  generation) are spread over min(resyncInterval, 5 min) at low priority; the rest go first. A
+  CR that already has a due time keeps it.
+- HikyoSecret MODIFIED: only when generation, deletionTimestamp or finalizers changed, never for
+  status-only updates (our own status writes would loop fetches otherwise).
+- HikyoInstance events fan out to every CR naming the instance.
+- Workload events ask for a rollout-only evaluation of the CRs whose target they consume.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
+from .engine.rollout import opted_in_targets
+from .keys import ObjectKey
+from .queue.base import KeyedQueue, Priority
+
+log = logging.getLogger(__name__)
+
+SPREAD_CAP_SECONDS = 300.0  # S4.1.6: min(resyncInterval, 5 min)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    key: ObjectKey
+    generation: int
+    deleting: bool
+    finalizers: tuple[str, ...]
+    instance: str
+    target: str
+
+
+def _seen(obj: dict[str, Any]) -> _Seen:
+    metadata = obj["metadata"]
+    spec = obj.get("spec") or {}
+    return _Seen(
+        key=ObjectKey(metadata["namespace"], metadata["name"], metadata["uid"]),
+        generation=int(metadata.get("generation") or 0),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        finalizers=tuple(metadata.get("finalizers") or ()),
+        instance=(spec.get("instanceRef") or {}).get("name", ""),
+        target=(spec.get("target") or {}).get("name", ""),
+    )
+
+
+def is_healthy(obj: dict[str, Any]) -> bool:
+    """Synced at the current generation: its next run is a resync, not a first sync."""
+    status = obj.get("status") or {}
+    return status.get("lifecycle") == "Synced" and status.get("observedGeneration") == obj[
+        "metadata"
+    ].get("generation")
+
+
+class EventRouter:
+    def __init__(
+        self,
+        queue: KeyedQueue,
+        operator_namespace: str,
+        *,
+        rollout_evaluation: Callable[[ObjectKey], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.queue = queue
+        self.operator_namespace = operator_namespace
+        self.rollout_evaluation = rollout_evaluation
+        self.rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._crs: dict[str, _Seen] = {}
+        self._ignored: set[str] = set()
+
+    def keys(self) -> list[ObjectKey]:
+        with self._lock:
+            return [seen.key for seen in self._crs.values()]
+
+    # -- HikyoSecrets --------------------------------------------------------------------
+
+    def on_secret(self, kind: str, obj: dict[str, Any], initial: bool) -> None:
+        metadata = obj["metadata"]
+        if metadata.get("namespace") == self.operator_namespace:  # S8.5
+            if metadata["uid"] not in self._ignored:
+                self._ignored.add(metadata["uid"])
+                log.info(
+                    "ignoring HikyoSecret %s/%s in the operator's own namespace",
+                    metadata["namespace"],
+                    metadata["name"],
+                )
+            return
+        current = _seen(obj)
+        with self._lock:
+            previous = self._crs.get(current.key.uid)
+            if kind == "DELETED":
+                self._crs.pop(current.key.uid, None)
+            else:
+                self._crs[current.key.uid] = current
+        if kind == "DELETED":
+            self.queue.forget(current.key)
+            return
+        changed = previous is None or (
+            (previous.generation, previous.deleting, previous.finalizers)
+            != (current.generation, current.deleting, current.finalizers)
+        )
+        if kind == "MODIFIED" or (previous is not None and changed):
+            if changed:
+                self.queue.add(current.key, priority=Priority.FIRST)
+            return
+        # ADDED, or listed again unchanged: keep an existing due time (S4.1.2).
+        if is_healthy(obj) and not current.deleting:
+            spread = min(_resync_of(obj), SPREAD_CAP_SECONDS)
+            self.queue.schedule(
+                current.key,
+                delay=self.rng.uniform(0, spread),
+                priority=Priority.RESYNC,
+                only_if_unscheduled=True,
+            )
+        else:
+            self.queue.schedule(
+                current.key, delay=0.0, priority=Priority.FIRST, only_if_unscheduled=True
+            )
+
+    # -- HikyoInstances ------------------------------------------------------------------
+
+    def on_instance(self, kind: str, obj: dict[str, Any], initial: bool) -> None:
+        """Creation, deletion or a metadata change re-runs every CR naming the instance."""
+        if initial and kind == "ADDED":
+            return  # the CRs come with their own initial list
+        name = obj["metadata"]["name"]
+        with self._lock:
+            keys = [seen.key for seen in self._crs.values() if seen.instance == name]
+        for key in keys:
+            self.queue.add(key, priority=Priority.FIRST)
+
+    # -- workloads -----------------------------------------------------------------------
+
+    def on_workload(self, kind: str, obj: dict[str, Any], initial: bool) -> None:
+        """S4.1.1: a rollout-only evaluation for the CRs whose target the workload consumes."""
+        if self.rollout_evaluation is None:
+            return
+        metadata = obj["metadata"]
+        targets = opted_in_targets(metadata.get("annotations") or {})
+        if not targets:
+            return
+        namespace = metadata.get("namespace")
+        with self._lock:
+            keys = [
+                s.key
+                for s in self._crs.values()
+                if s.key.namespace == namespace and s.target in targets
+            ]
+        for key in keys:
+            self.rollout_evaluation(key)
+
+
+def _resync_of(obj: dict[str, Any]) -> float:
+    try:
+        return resync_seconds((obj.get("spec") or {}).get("resyncInterval"))
+    except InvalidDuration:
+        return DEFAULT_RESYNC_SECONDS

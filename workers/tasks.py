@@ -1,0 +1,48 @@
+"""Celery tasks: thin, identity-only (S0.4.4). A worker re-reads everything from Kubernetes.
+
+``reconcile`` and ``reconcile_full`` differ only in withholding the cursor (S8.6); both carry
+just (namespace, name, uid).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+
+from controlplane.observations.recording import BackgroundRecorder
+
+from .celery_app import app
+from .keys import ObjectKey
+from .runner import run_reconcile
+from .runtime import Runtime, build_runtime
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def worker_runtime() -> Runtime:
+    """One Runtime per worker process, built on first use."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = build_runtime(
+                settings.HIKYO_OPERATOR,
+                kubeconfig=settings.KUBECONFIG,
+                redis_url=settings.REDIS_URL,
+                record=BackgroundRecorder(),
+            )
+        return _runtime
+
+
+TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
+
+
+@app.task(name="hikyo.reconcile", **TASK_OPTIONS)
+def reconcile(namespace: str, name: str, uid: str) -> None:
+    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid))
+
+
+@app.task(name="hikyo.reconcile_full", **TASK_OPTIONS)
+def reconcile_full(namespace: str, name: str, uid: str) -> None:
+    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid), forced_full=True)
