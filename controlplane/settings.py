@@ -126,6 +126,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("HIKYO_LOG_LEVEL", default="INFO")},
+    "loggers": {"workers": {"level": env.str("HIKYO_WORKERS_LOG_LEVEL", default="NOTSET")}},
 }
 
 # Where `manage.py dev_cluster up` keeps the local control plane's state (PKI, logs, kubeconfig).

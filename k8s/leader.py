@@ -52,7 +52,7 @@ class LeaderElector(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                if self._try_acquire_or_renew():
+                if self._attempt():
                     self._last_renewed = self.clock()
                     if not self.is_leader.is_set():
                         log.info("became leader (%s)", self.identity)
@@ -73,6 +73,16 @@ class LeaderElector(threading.Thread):
         self.is_leader.clear()
         self.on_stopped()
 
+    def _attempt(self) -> bool:
+        """One acquire-or-renew; any failure (API down, timeouts) counts as "not renewed"."""
+        try:
+            return self._try_acquire_or_renew()
+        except Exception as error:
+            log.warning(
+                "lease %s/%s unreachable: %s", self.namespace, self.lease_name, type(error).__name__
+            )
+            return False
+
     def _now(self) -> datetime:
         return datetime.now(UTC)
 
@@ -84,9 +94,6 @@ class LeaderElector(threading.Thread):
                 log.warning("reading lease failed: HTTP %s", error.status)
                 return False
             return self._create()
-        except OSError as error:
-            log.warning("reading lease failed: %s", type(error).__name__)
-            return False
         spec = lease.spec or client.V1LeaseSpec()
         record = (spec.holder_identity, str(spec.renew_time))
         if record != self._observed:
@@ -108,9 +115,6 @@ class LeaderElector(threading.Thread):
         except ApiException as error:
             if error.status != 409:  # 409: someone else won this round
                 log.warning("updating lease failed: HTTP %s", error.status)
-            return False
-        except OSError as error:
-            log.warning("updating lease failed: %s", type(error).__name__)
             return False
         return True
 
@@ -142,5 +146,5 @@ class LeaderElector(threading.Thread):
                 lease.spec.holder_identity = ""
                 lease.spec.lease_duration_seconds = 1
                 self.api.replace_namespaced_lease(self.lease_name, self.namespace, lease)
-        except (ApiException, OSError) as error:
+        except Exception as error:
             log.info("releasing the lease failed: %s", type(error).__name__)

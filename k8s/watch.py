@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +72,13 @@ class Watcher(threading.Thread):
             except Gone410:
                 log.info("%s: resourceVersion expired, relisting", self.resource.description)
                 resource_version = None
-            except (ApiException, HTTPError, OSError, ValueError) as error:
+            except Exception as error:  # API down, store down (on_event), anything: retry
                 status = getattr(error, "status", None)
                 if status == 410:
                     resource_version = None
                     continue
                 log.warning(
-                    "%s: watch failed (%s); retrying in %.1f s",
+                    "%s: watch failed (%s); relisting in %.1f s",
                     self.resource.description,
                     _describe(error),
                     delay,
@@ -147,6 +145,7 @@ def _json(response: Any) -> dict[str, Any]:
 
 
 def _describe(error: BaseException) -> str:
+    """Status or class only: an ApiException's text would carry the response body."""
     status = getattr(error, "status", None)
     if status is not None:
         return f"HTTP {status} {getattr(error, 'reason', '')}".strip()

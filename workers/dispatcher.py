@@ -29,13 +29,16 @@ class Dispatcher(threading.Thread):
         stop: threading.Event,
         *,
         capacity: Callable[[], int] = lambda: 100,
+        on_store_lost: Callable[[], None] = lambda: None,
         stale_after: float = STALE_AFTER_SECONDS,
         tick: float = TICK_SECONDS,
     ) -> None:
         super().__init__(name="dispatcher", daemon=True)
         self.queue, self.submit, self.stop_event = queue, submit, stop
         self.capacity, self.stale_after, self.tick = capacity, stale_after, tick
+        self.on_store_lost = on_store_lost
         self.dispatched = 0
+        self.store_error: str | None = None  # shown by /readyz while the store is unreachable
 
     def run(self) -> None:
         last_stale_check = time.monotonic()
@@ -48,13 +51,25 @@ class Dispatcher(threading.Thread):
                     self.dispatched += 1
                 if time.monotonic() - last_stale_check > STALE_CHECK_EVERY:
                     last_stale_check = time.monotonic()
-                    again = self.queue.redispatch_stale(self.stale_after)
-                    if again:
-                        log.warning("%d dispatched keys never finished; due again", again)
-            except Exception:
-                # The queue store (Redis) may be down: say so, keep trying, lose nothing.
-                log.exception("dispatching failed; retrying")
+                    self._housekeeping()
+            except Exception as error:
+                # The queue store (Redis) may be down: say so once, keep trying, lose nothing.
+                described = f"{type(error).__name__}: {error}"
+                if described != self.store_error:
+                    log.error("dispatching failed (%s); retrying every second", described)
+                self.store_error = described
                 self.stop_event.wait(1.0)
                 continue
+            if self.store_error is not None:
+                log.info("dispatching resumed")
+                self.store_error = None
             if not tickets:
                 self.stop_event.wait(self.tick)
+
+    def _housekeeping(self) -> None:
+        again = self.queue.redispatch_stale(self.stale_after)
+        if again:
+            log.warning("%d dispatched keys never finished; due again", again)
+        if not self.queue.mark_generation():  # S8.4: the store came back empty
+            log.warning("keyed-queue store was lost; re-enqueueing every HikyoSecret in reach")
+            self.on_store_lost()

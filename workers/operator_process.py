@@ -47,6 +47,7 @@ class OperatorProcess:
         self.watchers: list[Watcher] = []
         self.router: EventRouter | None = None
         self.elector: LeaderElector | None = None
+        self.dispatcher: Any = None
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
         self._pool = (
@@ -88,6 +89,16 @@ class OperatorProcess:
     def synced(self) -> bool:
         return bool(self.watchers) and all(w.synced.is_set() for w in self.watchers)
 
+    def problem(self) -> str | None:
+        """Why the leader cannot do its job right now, for /readyz; None when it can."""
+        if not self.is_leader():
+            return None
+        if not self.synced():
+            return "watches not synced"
+        if self.dispatcher is not None and self.dispatcher.store_error:
+            return f"keyed-queue store unreachable: {self.dispatcher.store_error}"
+        return None
+
     # -- leadership ----------------------------------------------------------------------
 
     def _lead(self) -> None:
@@ -109,7 +120,15 @@ class OperatorProcess:
             watcher.start()
         from .dispatcher import Dispatcher
 
-        Dispatcher(self.runtime.queue, self._submit, leading, capacity=self._capacity).start()
+        router = self.router
+        self.dispatcher = Dispatcher(
+            self.runtime.queue,
+            self._submit,
+            leading,
+            capacity=self._capacity,
+            on_store_lost=lambda: router.reenqueue_all(),
+        )
+        self.dispatcher.start()
 
     def _follow(self) -> None:
         if self._leading is not None:

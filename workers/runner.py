@@ -8,6 +8,10 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from urllib3.exceptions import HTTPError
+
+from k8s.errors import KubeError
+
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, reconcile
 from .keys import ObjectKey
@@ -46,8 +50,17 @@ def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -
     try:
         engine = runtime.engine(lambda: not renewer.lost and queue.holds(lock))
         result = reconcile(engine, key.namespace, key.name, key.uid, forced_full=forced_full)
+    except (KubeError, HTTPError, OSError) as error:
+        # The apiserver is unreachable or failing: one line, back off, the next run repairs.
+        log.warning(
+            "reconcile of %s interrupted: %s",
+            key,
+            error if isinstance(error, KubeError) else type(error).__name__,
+        )
+        queue.finish(lock, Requeue.BACKOFF)
+        return None
     except Exception:
-        # Our own bug or an unexpected client error: log with the key, back off, go on.
+        # Our own bug: log with the key and traceback, back off, go on.
         log.exception("reconcile of %s failed unexpectedly", key)
         queue.finish(lock, Requeue.BACKOFF)
         return None

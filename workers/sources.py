@@ -36,6 +36,9 @@ class _Seen:
     finalizers: tuple[str, ...]
     instance: str
     target: str
+    healthy: bool
+    observed: bool  # status.observedGeneration == metadata.generation
+    resync: float
 
 
 def _seen(obj: dict[str, Any]) -> _Seen:
@@ -48,6 +51,10 @@ def _seen(obj: dict[str, Any]) -> _Seen:
         finalizers=tuple(metadata.get("finalizers") or ()),
         instance=(spec.get("instanceRef") or {}).get("name", ""),
         target=(spec.get("target") or {}).get("name", ""),
+        healthy=is_healthy(obj),
+        observed=(obj.get("status") or {}).get("observedGeneration")
+        == obj["metadata"].get("generation"),
+        resync=_resync_of(obj),
     )
 
 
@@ -94,6 +101,14 @@ class EventRouter:
                 )
             return
         current = _seen(obj)
+        log.debug(
+            "%s %s generation=%s observed=%s initial=%s",
+            kind,
+            current.key,
+            current.generation,
+            current.observed,
+            initial,
+        )
         with self._lock:
             previous = self._crs.get(current.key.uid)
             if kind == "DELETED":
@@ -111,19 +126,37 @@ class EventRouter:
             if changed:
                 self.queue.add(current.key, priority=Priority.FIRST)
             return
-        # ADDED, or listed again unchanged: keep an existing due time (S4.1.2).
-        if is_healthy(obj) and not current.deleting:
-            spread = min(_resync_of(obj), SPREAD_CAP_SECONDS)
+        self._schedule_initial(current)  # ADDED, or listed again unchanged
+
+    def _schedule_initial(self, seen: _Seen) -> None:
+        """S4.1.6: healthy CRs spread over min(resyncInterval, 5 min); all others first.
+
+        A CR whose generation is not yet observed (new, or edited while nobody watched: a
+        leader change, an apiserver restart) runs now. A CR processed at its current generation
+        keeps the due time it has (S4.1.2), e.g. its backoff after a failure.
+        """
+        if seen.deleting or not seen.observed:
+            self.queue.add(seen.key, priority=Priority.FIRST)
+        elif seen.healthy:
+            spread = min(seen.resync, SPREAD_CAP_SECONDS)
             self.queue.schedule(
-                current.key,
+                seen.key,
                 delay=self.rng.uniform(0, spread),
                 priority=Priority.RESYNC,
                 only_if_unscheduled=True,
             )
         else:
             self.queue.schedule(
-                current.key, delay=0.0, priority=Priority.FIRST, only_if_unscheduled=True
+                seen.key, delay=0.0, priority=Priority.FIRST, only_if_unscheduled=True
             )
+
+    def reenqueue_all(self) -> int:
+        """S8.4: the store was lost (e.g. Redis restarted empty): schedule every CR in reach."""
+        with self._lock:
+            known = list(self._crs.values())
+        for seen in known:
+            self._schedule_initial(seen)
+        return len(known)
 
     # -- HikyoInstances ------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ def readyz(request: HttpRequest) -> HttpResponse:
     operator = process.current
     if operator is None:
         return HttpResponse("operator not running\n", status=503, content_type="text/plain")
-    if operator.is_leader() and not operator.synced():
-        return HttpResponse("watches not synced\n", status=503, content_type="text/plain")
+    problem = operator.problem()
+    if problem:
+        return HttpResponse(f"{problem}\n", status=503, content_type="text/plain")
     role = "leader" if operator.is_leader() else "standby"
     return HttpResponse(f"ok ({role})\n", content_type="text/plain")

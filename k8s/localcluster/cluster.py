@@ -78,6 +78,8 @@ def free_port() -> int:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the Go servers do: connections in TIME_WAIT from a previous run are no clash.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -305,6 +307,19 @@ class LocalControlPlane:
         except BaseException:
             self.stop()
             raise
+        self._save_state()
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stops kube-apiserver, waits, and starts it again on the same port (fault tests)."""
+        apiserver = next(c for c in self.components if c.name == "kube-apiserver")
+        apiserver.stop()
+        time.sleep(down_seconds)
+        # A fresh log section; the same argv keeps port, etcd and PKI.
+        restarted = Component(apiserver.name, apiserver.argv, apiserver.log_path, apiserver.port)
+        self.components[self.components.index(apiserver)] = restarted
+        restarted.start()
+        client_tls = self.client_ssl_context()
+        _wait_until(restarted, lambda: _https_ok(f"{self.server}/readyz", client_tls))
         self._save_state()
 
     def client_ssl_context(self) -> ssl.SSLContext:

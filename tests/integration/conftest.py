@@ -22,6 +22,7 @@ from devserver import DevServer
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
 from k8s.localcluster import LocalControlPlane, locate_binaries
+from tests.support.processes import RedisServer
 from tests.support.world import World
 from workers.engine.clients import ClientCache
 from workers.engine.ports import MemoryCoordinationStore
@@ -29,6 +30,7 @@ from workers.engine.reconcile import Engine
 from workers.engine.settings import OperatorSettings
 
 _server_version: dict[str, str] = {}
+LOCAL_CLUSTER: list[LocalControlPlane] = []  # the session's own control plane, when it made one
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +47,7 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         return
     cluster = LocalControlPlane(locate_binaries(), tmp_path_factory.mktemp("control-plane"))
     cluster.start()
+    LOCAL_CLUSTER.append(cluster)
     try:
         yield cluster.kubeconfig
     finally:
@@ -180,3 +183,11 @@ def _capture_all_logs() -> Iterator[None]:
     yield
     root.removeHandler(handler)
     root.setLevel(previous)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
+    """A private redis-server; fails with a clear message when the binary is missing."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

@@ -13,7 +13,7 @@ from k8s.gateway import KubeCluster
 from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
-from workers.engine.reconcile import STAMP_ROOT_KEY, STAMP_ROOT_SECRET
+from workers.engine.reconcile import STAMP_ROOT_KEY, STAMP_ROOT_SECRET, evaluate_rollout
 from workers.engine.stamp import empty_content_stamp, target_key
 
 from .conftest import OPERATOR_NAMESPACE, make_engine
@@ -361,6 +361,45 @@ def test_held_tests_stall_after_five_minutes_on_the_injected_clock(world):
     assert world.conditions()["Rollout"] == ("False", "Stalled")
     assert "Deployment/web" in world.message("Rollout")
     assert world.conditions()["Ready"] == ("True", "Reconciled")
+
+
+def test_rollout_only_evaluation_judges_without_fetching(world):
+    """S4.1.1: after a workload event, S6.5 and the Rollout condition only: no fetch, no
+    patch, no event; nothing is written when nothing changed (S4.17)."""
+    _apps(world).create_namespaced_deployment(world.namespace, _deployment(paused=True))
+    world.ready()
+    fetches, events = len(world.requests()), world.events()
+    recording = _recording(world)
+
+    stalled = evaluate_rollout(world.engine, world.namespace, "app")
+
+    assert stalled.status_written
+    assert world.conditions()["Rollout"] == ("False", "Stalled")
+    assert "Deployment/web" in world.message("Rollout")
+    assert world.conditions()["Synced"] == ("True", "Delivered")  # nothing else evaluated
+    again = evaluate_rollout(world.engine, world.namespace, "app")
+    assert again.status_written is False
+
+    _apps(world).patch_namespaced_deployment("web", world.namespace, {"spec": {"paused": False}})
+    cleared = evaluate_rollout(world.engine, world.namespace, "app")
+
+    assert cleared.status_written
+    assert "Rollout" not in world.conditions()
+    assert recording.lists == 3 and recording.patches == []
+    assert len(world.requests()) == fetches
+    assert world.events() == events
+
+
+def test_rollout_only_evaluation_leaves_an_unreconciled_generation_alone(world):
+    """A spec edit not yet reconciled: the full reconcile judges it, not a workload event."""
+    _apps(world).create_namespaced_deployment(world.namespace, _deployment(paused=True))
+    world.ready()
+    world.patch_cr("app", {"mapping": [{"key": "DATABASE_URL"}]})
+
+    result = evaluate_rollout(world.engine, world.namespace, "app")
+
+    assert result.status_written is False
+    assert "Rollout" not in world.conditions()
 
 
 # --- S4.9: a failed patch ----------------------------------------------------------------------

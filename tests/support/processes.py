@@ -158,10 +158,12 @@ def celery_worker(name: str) -> list[str]:
     ]
 
 
-def wait_http_ok(url: str, timeout: float = 60.0) -> None:
+def wait_http_ok(url: str, timeout: float = 60.0, alive=lambda: True) -> None:
     import urllib.request
 
     def ok() -> bool:
+        if not alive():
+            raise AssertionError(f"the process serving {url} exited")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 return response.status == 200

@@ -113,6 +113,14 @@ def reconcile(
     return _Run(engine, namespace, name, uid, forced_full).execute()
 
 
+def evaluate_rollout(
+    engine: Engine, namespace: str, name: str, uid: str | None = None
+) -> RunResult:
+    """S4.1.1: the rollout-only evaluation a workload event asks for: S6.5 and the Rollout
+    condition only; no fetch, no Secret read, no patch, no event."""
+    return _Run(engine, namespace, name, uid, forced_full=False).rollout_only()
+
+
 def now_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -174,6 +182,45 @@ class _Run:
                     self.name,
                     error,
                 )
+        return result
+
+    def rollout_only(self) -> RunResult:
+        """S4.1.1, S6.5 against the recorded stamp. Only a CR this operator owns and has
+        reconciled at its current generation is judged; anything else is left to its next full
+        reconcile, so this never claims a generation or an owner (S4.1.7) it did not process."""
+        result = self.result
+        cr = self.cluster.get_hikyosecret(self.namespace, self.name)
+        if cr is None or (self.expected_uid and cr["metadata"]["uid"] != self.expected_uid):
+            return result
+        metadata, stored = cr["metadata"], cr.get("status") or {}
+        result.uid = metadata["uid"]
+        result.generation = int(metadata.get("generation") or 0)
+        result.conditions_before = result.conditions_after = list(stored.get("conditions") or [])
+        result.outcome = stop_quietly("RolloutNotEvaluated")
+        if (
+            not self.settings.trigger_rollouts
+            or self.namespace == self.settings.operator_namespace
+            or metadata.get("deletionTimestamp")
+            or not stored.get("stamp")
+            or stored.get("observedGeneration") != result.generation
+            or stored.get("operatorNamespace") != self.settings.operator_namespace
+        ):
+            return result
+        self.cr = cr
+        try:
+            spec = parse_spec(cr)
+            rollout = self._roll_out(spec, stored["stamp"], patch=False)
+        except (SpecInvalid, Forbidden):
+            return result  # the full reconcile reports these (R3, S4.15)
+        if rollout.unknown:
+            return result
+        self.passed = {}  # nothing but Rollout is evaluated here
+        outcome = Outcome(
+            reason="RolloutEvaluated",
+            requeue=Requeue.NONE,
+            conditions={ROLLOUT: rollout.condition},
+        )
+        result.outcome = self._write_status(outcome, stored, result)
         return result
 
     def _steps(self) -> Outcome:

@@ -60,7 +60,10 @@ class Command(BaseCommand):
             leader_election=operator_settings.leader_election,
         )
         process.current = operator
-        server = ThreadedWSGIServer(_address(http_addr), WSGIRequestHandler)
+        try:
+            server = ThreadedWSGIServer(_address(http_addr), WSGIRequestHandler)
+        except OSError as error:
+            raise CommandError(f"cannot serve http on {http_addr}: {error.strerror}") from error
         server.set_app(get_wsgi_application())
         threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
 
