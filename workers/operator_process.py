@@ -19,8 +19,9 @@ from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
 from k8s.watch import Resource, Watcher
 
+from .keys import ObjectKey
 from .queue.base import Ticket
-from .runner import run_reconcile
+from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
 from .sources import EventRouter
 
@@ -35,6 +36,7 @@ class OperatorProcess:
         runtime: Runtime,
         *,
         send_task: Callable[[Ticket], None] | None = None,
+        send_rollout_evaluation: Callable[[ObjectKey], None] | None = None,
         leader_election: bool = True,
         embedded_workers: int = EMBEDDED_WORKERS,
     ) -> None:
@@ -58,6 +60,7 @@ class OperatorProcess:
         self._pool_size = embedded_workers
         if send_task is None:
             runtime.leader_ok = self.is_leader
+        self._rollouts = RolloutEvaluations(send_rollout_evaluation or self._evaluate_here)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -110,7 +113,7 @@ class OperatorProcess:
         self.router = EventRouter(
             self.runtime.queue,
             settings.operator_namespace,
-            rollout_evaluation=None,
+            rollout_evaluation=self._rollouts.request if settings.trigger_rollouts else None,
         )
         self.watchers = [
             Watcher(self.api_client, resource, handler, leading)
@@ -135,9 +138,12 @@ class OperatorProcess:
             self._leading.set()
 
     def _resources(self, router: EventRouter) -> list[tuple[Resource, Any]]:
+        """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
+        or everywhere. Secrets are never watched (S4.1.1)."""
         custom = client.CustomObjectsApi(self.api_client)
-        namespaces = self.runtime.settings.namespaces
-        resources: list[tuple[Resource, Any]] = [
+        apps = client.AppsV1Api(self.api_client)
+        settings = self.runtime.settings
+        resources = [
             (
                 Resource(
                     "hikyoinstances",
@@ -147,29 +153,30 @@ class OperatorProcess:
                 router.on_instance,
             )
         ]
-        if namespaces:
-            resources += [
-                (
-                    Resource(
-                        f"hikyosecrets in {ns}",
-                        custom.list_namespaced_custom_object,
-                        (GROUP, VERSION, ns, SECRETS_PLURAL),
-                    ),
-                    router.on_secret,
+        workloads = (
+            ("deployment", "stateful_set", "daemon_set") if settings.trigger_rollouts else ()
+        )
+        for namespace in settings.namespaces or (None,):
+            where = f" in {namespace}" if namespace else ""
+            if namespace:
+                crs = Resource(
+                    f"hikyosecrets{where}",
+                    custom.list_namespaced_custom_object,
+                    (GROUP, VERSION, namespace, SECRETS_PLURAL),
                 )
-                for ns in namespaces
-            ]
-        else:
-            resources.append(
-                (
-                    Resource(
-                        "hikyosecrets",
-                        custom.list_cluster_custom_object,
-                        (GROUP, VERSION, SECRETS_PLURAL),
-                    ),
-                    router.on_secret,
+            else:
+                crs = Resource(
+                    "hikyosecrets",
+                    custom.list_cluster_custom_object,
+                    (GROUP, VERSION, SECRETS_PLURAL),
                 )
-            )
+            resources.append((crs, router.on_secret))
+            for kind in workloads:
+                if namespace:
+                    lister, args = getattr(apps, f"list_namespaced_{kind}"), (namespace,)
+                else:
+                    lister, args = getattr(apps, f"list_{kind}_for_all_namespaces"), ()
+                resources.append((Resource(f"{kind}s{where}", lister, args), router.on_workload))
         return resources
 
     # -- dispatching ---------------------------------------------------------------------
@@ -190,6 +197,12 @@ class OperatorProcess:
         future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
         future.add_done_callback(self._done)
 
+    def _evaluate_here(self, key: ObjectKey) -> None:
+        if self._pool is not None:
+            self._pool.submit(run_rollout_evaluation, self.runtime, key)
+        else:
+            run_rollout_evaluation(self.runtime, key)
+
     def _done(self, _future: Any) -> None:
         with self._in_flight_lock:
             self._in_flight -= 1
@@ -201,3 +214,10 @@ def celery_sender(ticket: Ticket) -> None:
 
     task = tasks.reconcile_full if ticket.forced_full else tasks.reconcile
     task.apply_async(args=list(ticket.key.as_args()))
+
+
+def celery_rollout_sender(key: ObjectKey) -> None:
+    """Scaled mode: a rollout-only evaluation task, again only (namespace, name, uid)."""
+    from . import tasks
+
+    tasks.evaluate_rollout.apply_async(args=list(key.as_args()))

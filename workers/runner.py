@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from urllib3.exceptions import HTTPError
@@ -13,7 +14,7 @@ from urllib3.exceptions import HTTPError
 from k8s.errors import KubeError
 
 from .engine.outcome import Requeue
-from .engine.reconcile import RunResult, reconcile
+from .engine.reconcile import RunResult, evaluate_rollout, reconcile
 from .keys import ObjectKey
 from .runtime import Runtime
 
@@ -90,3 +91,46 @@ def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -
         f" ({outcome.message})" if outcome.message else "",
     )
     return result
+
+
+def run_rollout_evaluation(runtime: Runtime, key: ObjectKey) -> None:
+    """S4.1.1: a workload changed; re-check S6.5 for this CR. No lock: it fetches nothing and
+    writes only the status, guarded by the CR's resourceVersion."""
+    try:
+        result = evaluate_rollout(runtime.engine(), key.namespace, key.name, key.uid)
+    except Exception as error:  # best effort: the next reconcile re-evaluates anyway
+        log.warning("rollout evaluation of %s failed: %s", key, type(error).__name__)
+        return
+    if result.status_written:
+        log.info("rollout of %s re-evaluated: %s", key, result.outcome.reason)
+
+
+class RolloutEvaluations:
+    """Coalesces rollout-only evaluations to at most one per CR per 10 s (S4.1.1)."""
+
+    INTERVAL_SECONDS = 10.0
+
+    def __init__(
+        self, submit: Callable[[ObjectKey], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.submit, self.clock = submit, clock
+        self._lock = threading.Lock()
+        self._last: dict[ObjectKey, float] = {}
+        self._pending: set[ObjectKey] = set()
+
+    def request(self, key: ObjectKey) -> None:
+        with self._lock:
+            if key in self._pending:
+                return
+            last = self._last.get(key, -self.INTERVAL_SECONDS)
+            wait = last + self.INTERVAL_SECONDS - self.clock()
+            self._pending.add(key)
+        timer = threading.Timer(max(wait, 0.0), self._fire, args=(key,))
+        timer.daemon = True
+        timer.start()
+
+    def _fire(self, key: ObjectKey) -> None:
+        with self._lock:
+            self._pending.discard(key)
+            self._last[key] = self.clock()
+        self.submit(key)

@@ -14,7 +14,7 @@ from controlplane.observations.recording import BackgroundRecorder
 
 from .celery_app import app
 from .keys import ObjectKey
-from .runner import run_reconcile
+from .runner import run_reconcile, run_rollout_evaluation
 from .runtime import Runtime, build_runtime
 
 _runtime: Runtime | None = None
@@ -46,3 +46,8 @@ def reconcile(namespace: str, name: str, uid: str) -> None:
 @app.task(name="hikyo.reconcile_full", **TASK_OPTIONS)
 def reconcile_full(namespace: str, name: str, uid: str) -> None:
     run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid), forced_full=True)
+
+
+@app.task(name="hikyo.evaluate_rollout", **TASK_OPTIONS)
+def evaluate_rollout(namespace: str, name: str, uid: str) -> None:
+    run_rollout_evaluation(worker_runtime(), ObjectKey(namespace, name, uid))

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import pytest
 import redis
+from kubernetes import client
 
 from tests.support.factories import GROUP, VERSION
 from tests.support.operator_harness import (
@@ -99,3 +100,60 @@ def test_embedded_mode_converges_and_an_unchanged_resync_writes_nothing(
     assert all(r.cursor_present for r in fetches)
     assert len(window) <= len(fetches) <= len(window) + 1
     assert "Traceback" not in operator.logs()
+
+
+@pytest.mark.timeout(300)
+def test_running_operator_rolls_opted_in_workloads_and_sees_a_pause(world, kubeconfig, tmp_path):
+    """S6.4 through the running operator, and S4.1.1: pausing a workload (a workload event, no
+    fetch) gives Rollout=False/Stalled by a rollout-only evaluation."""
+    from .test_rollouts import _deployment
+
+    apps = client.AppsV1Api(world.api_client)
+    operator = Operator(tmp_path, kubeconfig, None)
+    try:
+        populate(world, 1)
+        apps.create_namespaced_deployment(world.namespace, _deployment("web", opt_in="app-env-0"))
+        operator.start_leader()
+        wait_for(lambda: ready_count(world) == 1, timeout=120, what="Ready")
+        wait_for(lambda: _template_stamp(apps, world) is not None, timeout=60, what="a stamp")
+        first = _template_stamp(apps, world)
+        wait_for(
+            lambda: _replica_sets(apps, world) == 2,
+            timeout=60,
+            what="the stamped template's ReplicaSet",
+        )
+
+        world.publish(DATABASE_URL="changed", LOG_LEVEL="debug")
+        world.patch_cr("app-0", {"mapping": [{"key": "DATABASE_URL"}]})  # a spec change runs now
+        wait_for(
+            lambda: _template_stamp(apps, world) not in (None, first),
+            timeout=120,
+            what="a new stamp after the content changed",
+        )
+        wait_for(
+            lambda: _replica_sets(apps, world) == 3,
+            timeout=60,
+            what="one more ReplicaSet from the deployment controller",
+        )
+
+        fetches = len(world.requests())
+        apps.patch_namespaced_deployment("web", world.namespace, {"spec": {"paused": True}})
+        wait_for(
+            lambda: world.conditions("app-0").get("Rollout") == ("False", "Stalled"),
+            timeout=60,
+            what="Rollout=False/Stalled",
+        )
+        assert "Deployment/web" in world.message("Rollout", "app-0")
+        assert world.conditions("app-0")["Ready"] == ("True", "Reconciled")
+        assert len(world.requests()) == fetches  # the workload event fetched nothing
+    finally:
+        operator.stop()
+
+
+def _template_stamp(apps, world) -> str | None:
+    deployment = apps.read_namespaced_deployment("web", world.namespace)
+    return (deployment.spec.template.metadata.annotations or {}).get("stamp.hikyo.dev/app-env-0")
+
+
+def _replica_sets(apps, world) -> int:
+    return len(apps.list_namespaced_replica_set(world.namespace).items)

@@ -48,12 +48,19 @@ def test_worker_killed_mid_reconcile_loses_nothing(world, kubeconfig, redis_serv
         operator.start_leader()
         victim = operator.start_worker("w1")
         operator.start_worker("w2")
-        wait_for(lambda: "start=" in victim.log() or len(world.requests()) >= 2, timeout=60,
-                 what="reconciles in flight")
+        wait_for(
+            lambda: "start=" in victim.log() or len(world.requests()) >= 2,
+            timeout=60,
+            what="reconciles in flight",
+        )
         victim.kill()  # SIGKILL to the worker and its pool: runs die mid-reconcile
         survivor_count = ready_count(world)
-        wait_for(lambda: ready_count(world) == 30, timeout=400, interval=2,
-                 what="all 30 Ready after a worker was killed")
+        wait_for(
+            lambda: ready_count(world) == 30,
+            timeout=400,
+            interval=2,
+            what="all 30 Ready after a worker was killed",
+        )
     finally:
         world.devserver.clear_faults()
         operator.stop()
@@ -74,21 +81,31 @@ def test_redis_restarted_empty_then_everything_converges(world, kubeconfig, tmp_
         wait_for(lambda: ready_count(world) == 10, timeout=180, interval=1, what="10 Ready")
 
         server.stop()
-        wait_for(lambda: _readyz(operator.http_port)[0] == 503, timeout=60,
-                 what="/readyz to report the store")
+        wait_for(
+            lambda: _readyz(operator.http_port)[0] == 503,
+            timeout=60,
+            what="/readyz to report the store",
+        )
         assert "keyed-queue store unreachable" in _readyz(operator.http_port)[1]
         _add_crs(world, 10, 5)  # changes while Redis is down
 
         server.start()  # same port, empty: every queued key and broker message is gone
         wait_for(lambda: _readyz(operator.http_port)[0] == 200, timeout=120, what="/readyz ok")
-        wait_for(lambda: ready_count(world) == 15, timeout=300, interval=2,
-                 what="15 Ready after Redis came back empty")
+        wait_for(
+            lambda: ready_count(world) == 15,
+            timeout=300,
+            interval=2,
+            what="15 Ready after Redis came back empty",
+        )
         # The resync timers of the CRs that were already Ready went with the store: the leader
         # notices the missing generation marker and schedules every CR again.
         wait_for(lambda: "store was lost" in leader.log(), timeout=60, what="store-lost notice")
         queued = redis.Redis.from_url(server.url)
-        wait_for(lambda: sum(1 for _ in queued.scan_iter("*")) > 0, timeout=30,
-                 what="timers back in the store")
+        wait_for(
+            lambda: sum(1 for _ in queued.scan_iter("*")) > 0,
+            timeout=30,
+            what="timers back in the store",
+        )
     finally:
         operator.stop()
         server.stop()
@@ -119,8 +136,12 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
 
         first.kill()
         killed_at = time.monotonic()
-        wait_for(lambda: "became leader" in second.log(), timeout=60, interval=0.2,
-                 what="the standby to take over")
+        wait_for(
+            lambda: "became leader" in second.log(),
+            timeout=60,
+            interval=0.2,
+            what="the standby to take over",
+        )
         takeover = time.monotonic() - killed_at
         _add_crs(world, 5, 5)
         wait_for(lambda: ready_count(world) == 10, timeout=180, interval=1, what="10 Ready")
@@ -132,8 +153,7 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
 
 
 @pytest.mark.timeout(600)
-def test_apiserver_restart_watchers_resume_without_missing_a_change(world, kubeconfig,
-                                                                    tmp_path):
+def test_apiserver_restart_watchers_resume_without_missing_a_change(world, kubeconfig, tmp_path):
     if not LOCAL_CLUSTER:
         pytest.skip("HIKYO_TEST_KUBECONFIG points at an external cluster; cannot restart it")
     operator = Operator(tmp_path, kubeconfig, None)
@@ -149,8 +169,9 @@ def test_apiserver_restart_watchers_resume_without_missing_a_change(world, kubec
 
         def converged() -> bool:
             secret = world.target("app-env-0")
-            return ready_count(world) == 5 and secret is not None and set(secret.data) == {
-                "LOG_LEVEL"}
+            return (
+                ready_count(world) == 5 and secret is not None and set(secret.data) == {"LOG_LEVEL"}
+            )
 
         wait_for(converged, timeout=180, interval=1, what="changes after the restart applied")
     finally:
@@ -159,12 +180,14 @@ def test_apiserver_restart_watchers_resume_without_missing_a_change(world, kubec
 
 
 @pytest.mark.timeout(300)
-def test_a_slow_hikyo_server_does_not_hold_up_other_hikyosecrets(world, kubeconfig, tmp_path,
-                                                                 devserver):
+def test_a_slow_hikyo_server_does_not_hold_up_other_hikyosecrets(
+    world, kubeconfig, tmp_path, devserver
+):
     """One CR's server hangs (its token is slowed to the client timeout); the others converge."""
     operator = Operator(tmp_path, kubeconfig, None)
-    slow = World(world.api_client, devserver, world.engine, world.namespace,
-                 credential="slow-credential")
+    slow = World(
+        world.api_client, devserver, world.engine, world.namespace, credential="slow-credential"
+    )
     try:
         populate(world, 6)
         slow.publish(DATABASE_URL="x", LOG_LEVEL="y")
@@ -182,5 +205,6 @@ def test_a_slow_hikyo_server_does_not_hold_up_other_hikyosecrets(world, kubeconf
         operator.stop()
     assert elapsed < 25, elapsed
     assert json.dumps(slow.status("slow")).count("Delivered") == 0
-    assert world.custom.get_namespaced_custom_object(GROUP, VERSION, world.namespace,
-                                                     "hikyosecrets", "app-0")
+    assert world.custom.get_namespaced_custom_object(
+        GROUP, VERSION, world.namespace, "hikyosecrets", "app-0"
+    )

@@ -103,7 +103,7 @@ def test_first_syncs_come_before_resyncs(router, queue, clock):
 def test_status_only_update_never_enqueues(router, queue):
     router.on_secret("ADDED", cr(observed=1, lifecycle="Synced"), True)
     queue.take_due()
-    queue.forget(key())  # noqa: E702 - empty the queue
+    queue.forget(key())
     router.on_secret("MODIFIED", cr(observed=1, lifecycle="Retained"), False)
     assert queue.due_in(key()) is None
 
@@ -158,6 +158,6 @@ def test_store_lost_reenqueues_every_cr(router, queue):
     router.on_secret("ADDED", cr("a", observed=1, lifecycle="Synced"), True)
     router.on_secret("ADDED", cr("b"), True)
     queue.forget(key("a"))
-    queue.forget(key("b"))  # noqa: E702 - the store lost everything
+    queue.forget(key("b"))
     assert router.reenqueue_all() == 2
     assert queue.due_in(key("a")) is not None and queue.due_in(key("b")) <= 0

@@ -20,7 +20,7 @@ from django.core.wsgi import get_wsgi_application
 
 from controlplane.observations import process
 from controlplane.observations.recording import BackgroundRecorder
-from workers.operator_process import OperatorProcess, celery_sender
+from workers.operator_process import OperatorProcess, celery_rollout_sender, celery_sender
 from workers.runtime import build_runtime
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class Command(BaseCommand):
         operator = OperatorProcess(
             runtime,
             send_task=celery_sender if scaled else None,
+            send_rollout_evaluation=celery_rollout_sender if scaled else None,
             leader_election=operator_settings.leader_election,
         )
         process.current = operator
