@@ -269,6 +269,15 @@ class KubeCluster:
             ) from None
         return any((item.get("status") or {}).get("stamp") for item in listed.get("items") or [])
 
+    def namespace_uid(self, name: str) -> str:
+        """S7.6: the cluster id is the kube-system Namespace UID."""
+        try:
+            return self.core.read_namespace(name).metadata.uid
+        except ApiException as error:
+            raise translate(
+                error, f"get namespaces {name}", verb="get", group="", resource="namespaces"
+            ) from None
+
     def lease_renewed_at(self, namespace: str, name: str) -> datetime | None:
         try:
             lease = self.coordination.read_namespaced_lease(name, namespace)

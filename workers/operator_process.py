@@ -21,6 +21,7 @@ from k8s.watch import Resource, Watcher
 
 from .keys import ObjectKey
 from .queue.base import Ticket
+from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
 from .sources import EventRouter
@@ -37,6 +38,7 @@ class OperatorProcess:
         *,
         send_task: Callable[[Ticket], None] | None = None,
         send_rollout_evaluation: Callable[[ObjectKey], None] | None = None,
+        send_report: Callable[[Ticket], None] | None = None,
         leader_election: bool = True,
         embedded_workers: int = EMBEDDED_WORKERS,
     ) -> None:
@@ -61,6 +63,11 @@ class OperatorProcess:
         if send_task is None:
             runtime.leader_ok = self.is_leader
         self._rollouts = RolloutEvaluations(send_rollout_evaluation or self._evaluate_here)
+        self.send_report = send_report
+        # Reports run beside reconciles, never in their way (S7.4).
+        self._report_pool = (
+            ThreadPoolExecutor(2, thread_name_prefix="report") if send_report is None else None
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -83,8 +90,9 @@ class OperatorProcess:
         self._follow()
         if self.elector is not None:
             self.elector.join(timeout=15)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in (self._pool, self._report_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def is_leader(self) -> bool:
         return self._leading is not None and not self._leading.is_set()
@@ -114,6 +122,7 @@ class OperatorProcess:
             self.runtime.queue,
             settings.operator_namespace,
             rollout_evaluation=self._rollouts.request if settings.trigger_rollouts else None,
+            reports=self.runtime.reports if settings.status_reporting else None,
         )
         self.watchers = [
             Watcher(self.api_client, resource, handler, leading)
@@ -132,6 +141,8 @@ class OperatorProcess:
             on_store_lost=lambda: router.reenqueue_all(),
         )
         self.dispatcher.start()
+        if settings.status_reporting:
+            Dispatcher(self.runtime.reports, self._submit_report, leading).start()
 
     def _follow(self) -> None:
         if self._leading is not None:
@@ -197,6 +208,12 @@ class OperatorProcess:
         future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
         future.add_done_callback(self._done)
 
+    def _submit_report(self, ticket: Ticket) -> None:
+        if self.send_report is not None:
+            self.send_report(ticket)
+        elif self._report_pool is not None:
+            self._report_pool.submit(run_report, self.runtime, ticket.key)
+
     def _evaluate_here(self, key: ObjectKey) -> None:
         if self._pool is not None:
             self._pool.submit(run_rollout_evaluation, self.runtime, key)
@@ -221,3 +238,10 @@ def celery_rollout_sender(key: ObjectKey) -> None:
     from . import tasks
 
     tasks.evaluate_rollout.apply_async(args=list(key.as_args()))
+
+
+def celery_report_sender(ticket: Ticket) -> None:
+    """Scaled mode: a status-report task (S7), again only (namespace, name, uid)."""
+    from . import tasks
+
+    tasks.report_status.apply_async(args=list(ticket.key.as_args()))

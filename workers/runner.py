@@ -16,6 +16,7 @@ from k8s.errors import KubeError
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
 from .keys import ObjectKey
+from .queue.base import Priority
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -
         queue.finish(lock, Requeue.NONE)
         queue.forget(key)
         return result
+    if result.status_written and runtime.settings.status_reporting:
+        runtime.reports.add(key, priority=Priority.FIRST)  # S7.4: after every status write
     queue.finish(
         lock,
         outcome.requeue,

@@ -12,12 +12,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from k8s.client import api_client as build_api_client
 from k8s.gateway import KubeCluster
 
 from .engine.clients import ClientCache
-from .engine.ports import CoordinationStore, MemoryCoordinationStore
+from .engine.ports import CoordinationStore
 from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
 from .fencing import FencedCluster
@@ -26,7 +27,7 @@ from .queue.base import KeyedQueue
 Recorder = Callable[[RunResult, datetime, float], None]
 
 
-def _no_recording(result: RunResult, started: datetime, seconds: float) -> None:
+def _no_recording(*args: Any) -> None:
     return None
 
 
@@ -39,8 +40,10 @@ class Runtime:
     settings: OperatorSettings
     cluster: KubeCluster
     queue: KeyedQueue
+    reports: KeyedQueue = field(default_factory=lambda: build_queue(None))  # S7.4 cadence
     clients: ClientCache = field(default_factory=ClientCache)
     record: Recorder = _no_recording
+    record_report: Callable[[Any], None] = _no_recording
     identity: str = field(default_factory=worker_identity)
     # Embedded mode also fences on the Lease (S4.1.4); workers only on their lock.
     leader_ok: Callable[[], bool] = lambda: True
@@ -60,14 +63,14 @@ def require_namespace(settings: OperatorSettings) -> None:
         )
 
 
-def build_queue(redis_url: str | None) -> KeyedQueue:
+def build_queue(redis_url: str | None, prefix: str = "hikyo") -> KeyedQueue:
     """Redis when configured (scaled mode), else in memory (embedded mode, S8.4)."""
     if redis_url:
         import redis
 
         from .queue.redis import RedisQueue
 
-        return RedisQueue(redis.Redis.from_url(redis_url))
+        return RedisQueue(redis.Redis.from_url(redis_url), prefix=prefix)
     from .queue.memory import MemoryQueue
 
     return MemoryQueue()
@@ -79,13 +82,16 @@ def build_runtime(
     kubeconfig: str | None = None,
     redis_url: str | None = None,
     record: Recorder = _no_recording,
+    record_report: Callable[[Any], None] = _no_recording,
 ) -> Runtime:
     require_namespace(settings)
     return Runtime(
         settings=settings,
         cluster=KubeCluster(build_api_client(kubeconfig)),
         queue=build_queue(redis_url),
+        reports=build_queue(redis_url, prefix="hikyo-reports"),
         record=record,
+        record_report=record_report,
     )
 
 
@@ -94,7 +100,7 @@ def build_engine(settings: OperatorSettings, kubeconfig: str | None = None) -> E
     require_namespace(settings)
     return Engine(
         cluster=KubeCluster(build_api_client(kubeconfig)),
-        store=MemoryCoordinationStore(),
+        store=build_queue(None),
         settings=settings,
         client_for=ClientCache(),
     )

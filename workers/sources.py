@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
+from .engine.reports import heartbeat_period
 from .engine.rollout import opted_in_targets
 from .keys import ObjectKey
 from .queue.base import KeyedQueue, Priority
@@ -73,11 +74,13 @@ class EventRouter:
         operator_namespace: str,
         *,
         rollout_evaluation: Callable[[ObjectKey], None] | None = None,
+        reports: KeyedQueue | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.queue = queue
         self.operator_namespace = operator_namespace
         self.rollout_evaluation = rollout_evaluation
+        self.reports = reports
         self.rng = rng or random.Random()
         self._lock = threading.Lock()
         self._crs: dict[str, _Seen] = {}
@@ -117,6 +120,8 @@ class EventRouter:
                 self._crs[current.key.uid] = current
         if kind == "DELETED":
             self.queue.forget(current.key)
+            if self.reports is not None:
+                self.reports.forget(current.key)
             return
         changed = previous is None or (
             (previous.generation, previous.deleting, previous.finalizers)
@@ -127,6 +132,15 @@ class EventRouter:
                 self.queue.add(current.key, priority=Priority.FIRST)
             return
         self._schedule_initial(current)  # ADDED, or listed again unchanged
+        if self.reports is not None and initial:
+            # S7.4 heartbeats: a CR with no timer (a new leader, a lost store) reports within P.
+            period = heartbeat_period(current.resync)
+            self.reports.schedule(
+                current.key,
+                delay=self.rng.uniform(0, period),
+                priority=Priority.RESYNC,
+                only_if_unscheduled=True,
+            )
 
     def _schedule_initial(self, seen: _Seen) -> None:
         """S4.1.6: healthy CRs spread over min(resyncInterval, 5 min); all others first.

@@ -14,6 +14,7 @@ from controlplane.observations.recording import BackgroundRecorder
 
 from .celery_app import app
 from .keys import ObjectKey
+from .reporting import run_report
 from .runner import run_reconcile, run_rollout_evaluation
 from .runtime import Runtime, build_runtime
 
@@ -26,11 +27,13 @@ def worker_runtime() -> Runtime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
+            recorder = BackgroundRecorder()
             _runtime = build_runtime(
                 settings.HIKYO_OPERATOR,
                 kubeconfig=settings.KUBECONFIG,
                 redis_url=settings.REDIS_URL,
-                record=BackgroundRecorder(),
+                record=recorder,
+                record_report=recorder.report,
             )
         return _runtime
 
@@ -51,3 +54,8 @@ def reconcile_full(namespace: str, name: str, uid: str) -> None:
 @app.task(name="hikyo.evaluate_rollout", **TASK_OPTIONS)
 def evaluate_rollout(namespace: str, name: str, uid: str) -> None:
     run_rollout_evaluation(worker_runtime(), ObjectKey(namespace, name, uid))
+
+
+@app.task(name="hikyo.report_status", **TASK_OPTIONS)
+def report_status(namespace: str, name: str, uid: str) -> None:
+    run_report(worker_runtime(), ObjectKey(namespace, name, uid))

@@ -100,3 +100,22 @@ class EventRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.reason}"
+
+
+class StatusReport(models.Model):
+    """One status-report attempt (S7): when, the HTTP status, the conditions sent. Nothing else:
+    the body holds no values, and the token and answer body are never kept."""
+
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    at = models.DateTimeField()
+    http_status = models.PositiveSmallIntegerField(null=True)
+    outcome = models.CharField(max_length=64)
+    conditions = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} {self.http_status or '-'} {self.outcome}"

@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +19,9 @@ from django.db import connection, transaction
 
 from workers.engine.conditions import READY, SYNCED
 from workers.engine.reconcile import RunResult
+from workers.reporting import ReportAttempt, attempt_fields
 
-from .models import ConditionChange, EventRecord, ReconcileRun, TrackedObject
+from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
 
 log = logging.getLogger(__name__)
 
@@ -111,20 +113,36 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
         )
 
 
+def record_report(attempt: ReportAttempt) -> None:
+    """One S7 attempt; like record_run it never raises."""
+    try:
+        StatusReport.objects.create(**attempt_fields(attempt))
+    except Exception:
+        log.exception("recording the status report of %s failed", attempt.key)
+
+
 class BackgroundRecorder:
     """Hands runs to one writer thread, so reconciles never wait for the database (design.md
     principle 3) and an embedded process's threads never contend for SQLite's write lock.
     When the backlog is full a run is dropped and counted: history, never correctness."""
 
     def __init__(self, backlog: int = 10_000) -> None:
-        self._queue: queue.Queue[tuple[RunResult, datetime, float] | None] = queue.Queue(backlog)
+        self._queue: queue.Queue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.Queue(
+            backlog
+        )
         self.dropped = 0
         self._thread = threading.Thread(target=self._drain, name="recorder", daemon=True)
         self._thread.start()
 
     def __call__(self, result: RunResult, started: datetime, duration_seconds: float) -> None:
+        self._put(record_run, (result, started, duration_seconds))
+
+    def report(self, attempt: ReportAttempt) -> None:
+        self._put(record_report, (attempt,))
+
+    def _put(self, write: Callable[..., None], args: tuple[Any, ...]) -> None:
         try:
-            self._queue.put_nowait((result, started, duration_seconds))
+            self._queue.put_nowait((write, args))
         except queue.Full:
             self.dropped += 1
             if self.dropped % 1000 == 1:
@@ -132,8 +150,9 @@ class BackgroundRecorder:
 
     def _drain(self) -> None:
         while (item := self._queue.get()) is not None:
+            write, args = item
             try:
-                record_run(*item)
+                write(*args)
             finally:
                 self._queue.task_done()
         self._queue.task_done()

@@ -25,9 +25,9 @@ from k8s.localcluster import LocalControlPlane, locate_binaries
 from tests.support.processes import RedisServer
 from tests.support.world import World
 from workers.engine.clients import ClientCache
-from workers.engine.ports import MemoryCoordinationStore
 from workers.engine.reconcile import Engine
 from workers.engine.settings import OperatorSettings
+from workers.queue.memory import MemoryQueue
 
 _server_version: dict[str, str] = {}
 LOCAL_CLUSTER: list[LocalControlPlane] = []  # the session's own control plane, when it made one
@@ -119,7 +119,7 @@ def make_engine(api_client: client.ApiClient, **settings: Any) -> Engine:
     }
     return Engine(
         cluster=KubeCluster(api_client),
-        store=MemoryCoordinationStore(),
+        store=MemoryQueue(),
         settings=OperatorSettings(**options),
         # Short timeouts keep the slow-server tests quick; the 30 s default is the product's.
         client_for=ClientCache(timeout=3.0, handshake_timeout=3.0),

@@ -437,6 +437,21 @@ class KeyedQueueContract:
         assert queue.not_found_seen(WEB.uid) is None
         queue.clear_not_found(JOB.uid)  # clearing nothing is fine
 
+    def test_notes_keep_a_value_until_their_lifetime_ends(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S7.2/S7.5/S7.6: capability sets, report pauses and the cluster id live this way."""
+        assert queue.get_note("capabilities:inst-1") is None
+        queue.put_note("capabilities:inst-1", "status-report", 86400)
+        queue.put_note("reports-paused:cr-1", "1", 3600)
+        clock.advance(3599)
+        assert queue.get_note("capabilities:inst-1") == "status-report"
+        assert queue.get_note("reports-paused:cr-1") == "1"
+        clock.advance(1)
+        assert queue.get_note("reports-paused:cr-1") is None
+        queue.put_note("capabilities:inst-1", "", 10)  # replaced, even by an empty value
+        assert queue.get_note("capabilities:inst-1") == ""
+
     def test_not_found_record_is_replaced_by_a_newer_one(self, queue: KeyedQueue):
         queue.record_not_found(APP.uid, "a" * 64, 1.0)
         queue.record_not_found(APP.uid, "c" * 64, 2.0)

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from workers.engine.ports import MemoryCoordinationStore
 from workers.engine.rollout import (
     DAEMON_SET,
     DEPLOYMENT,
@@ -382,20 +381,3 @@ def test_unlisted_workloads_count_as_a_patch_failure():
 def test_messages_never_carry_the_stamp():
     condition = rollout_condition(["Deployment/web"], ["Deployment/api"])
     assert condition is not None and "v1:" not in condition.message
-
-
-# --- the coordination store keeps first-seen times (S6.5, S8.4) ----------------------------
-
-
-def test_memory_store_keeps_first_seen_per_cr_and_forgets_an_empty_map():
-    store = MemoryCoordinationStore()
-    assert store.stall_first_seen("cr-1") == {}
-    store.set_stall_first_seen("cr-1", {"Deployment/web": T0})
-    store.set_stall_first_seen("cr-2", {"DaemonSet/agent": T0 + 1})
-    assert store.stall_first_seen("cr-1") == {"Deployment/web": T0}
-    returned = store.stall_first_seen("cr-1")
-    returned["Deployment/other"] = 0.0  # a copy: the store is not changed behind its back
-    assert store.stall_first_seen("cr-1") == {"Deployment/web": T0}
-    store.set_stall_first_seen("cr-1", {})
-    assert store.stall_first_seen("cr-1") == {}
-    assert store.stall_first_seen("cr-2") == {"DaemonSet/agent": T0 + 1}

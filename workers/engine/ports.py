@@ -73,6 +73,7 @@ class Cluster(Protocol):
     def access_allowed(
         self, verb: str, group: str, resource: str, subresource: str, namespace: str
     ) -> bool: ...
+    def namespace_uid(self, name: str) -> str: ...
     def lease_renewed_at(self, namespace: str, name: str) -> datetime | None: ...
     # S6.1: the namespace's opted-in Deployments, StatefulSets and DaemonSets (never Secrets).
     def list_workloads(self, namespace: str) -> list[Workload]: ...
@@ -93,31 +94,7 @@ class CoordinationStore(Protocol):
     # only. ``set`` replaces the whole map; an empty map removes the record.
     def stall_first_seen(self, cr_uid: str) -> dict[str, float]: ...
     def set_stall_first_seen(self, cr_uid: str, first_seen: Mapping[str, float]) -> None: ...
-
-
-class MemoryCoordinationStore:
-    """The embedded mode's store: lost on restart, which S8.4 allows."""
-
-    NOT_FOUND_TTL_SECONDS = 3600.0  # S4.10.0
-
-    def __init__(self) -> None:
-        self._not_found: dict[str, tuple[str, float]] = {}
-        self._stall_first_seen: dict[str, dict[str, float]] = {}
-
-    def not_found_seen(self, cr_uid: str) -> tuple[str, float] | None:
-        return self._not_found.get(cr_uid)
-
-    def record_not_found(self, cr_uid: str, binding: str, at: float) -> None:
-        self._not_found[cr_uid] = (binding, at)
-
-    def clear_not_found(self, cr_uid: str) -> None:
-        self._not_found.pop(cr_uid, None)
-
-    def stall_first_seen(self, cr_uid: str) -> dict[str, float]:
-        return dict(self._stall_first_seen.get(cr_uid, {}))
-
-    def set_stall_first_seen(self, cr_uid: str, first_seen: Mapping[str, float]) -> None:
-        if first_seen:
-            self._stall_first_seen[cr_uid] = dict(first_seen)
-        else:
-            self._stall_first_seen.pop(cr_uid, None)
+    # Small value-free notes with a lifetime: an instance's capability set (S7.2), a CR's report
+    # pause (S7.5), the cluster id (S7.6). Names and values are identifiers, never secrets.
+    def put_note(self, name: str, value: str, ttl: float) -> None: ...
+    def get_note(self, name: str) -> str | None: ...

@@ -30,13 +30,7 @@ from .conditions import (
     Condition,
 )
 from .content import Content, ContentRefusal, assemble
-from .credentials import (
-    SECRET_NOT_DESIGNATED,
-    SERVICE_ACCOUNT_NOT_DESIGNATED,
-    TokenMalformed,
-    bootstrap_token,
-    designation_problem,
-)
+from .credentials import CredentialRefused, acquire_credential
 from .delivery import Delivery, HikyoClientError
 from .durations import DEFAULT_RESYNC_SECONDS
 from .hikyo_client import FetchResult, HikyoClient, Scope
@@ -46,6 +40,7 @@ from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
 from .ports import Cluster, CoordinationStore, SecretObject
+from .reports import remember_capabilities
 from .rollout import Workload, patches_needed, rollout_condition, stalled, unlisted_condition
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
 from .settings import OperatorSettings
@@ -255,6 +250,7 @@ class _Run:
         self._mapping_checks(spec)  # R10, R11
         root = self._stamp_root()  # R12
         instance_uid = instance["metadata"]["uid"]
+        self.instance_uid = instance_uid
         key = target_key(root, instance_uid, spec.uid, spec.target_name)
         binding = binding_digest(spec, credential, instance_uid)  # R13
         cursor = self._eligible_cursor(spec, target if controlled else None, key, binding)
@@ -317,72 +313,10 @@ class _Run:
         self, spec: SecretSpec, instance: dict[str, Any]
     ) -> tuple[str, CredentialIdentity]:
         """R6 (S2.2, S2.3): the bearer for this reconcile, kept in memory only."""
-        if spec.credential_secret:
-            secret = self.cluster.get_secret(spec.namespace, spec.credential_secret)
-            if secret is None:
-                raise _Stop(
-                    _designation(
-                        SECRET_NOT_DESIGNATED, f"Secret {spec.credential_secret} not found"
-                    )
-                )
-            problem = designation_problem(
-                "Secret", secret.name, secret.labels, spec.instance_name, SECRET_NOT_DESIGNATED
-            )
-            if problem:
-                raise _Stop(refusal(problem))
-            try:
-                token = bootstrap_token(secret.data)
-            except TokenMalformed as error:
-                raise _Stop(
-                    _designation(SECRET_NOT_DESIGNATED, f"Secret {secret.name}: {error}")
-                ) from None
-            return token, CredentialIdentity(secret.uid, secret.resource_version)
-
-        name = spec.credential_service_account or ""
-        account = self.cluster.get_service_account(spec.namespace, name)
-        if account is None:
-            raise _Stop(
-                _designation(SERVICE_ACCOUNT_NOT_DESIGNATED, f"ServiceAccount {name} not found")
-            )
-        account_meta = account.get("metadata") or {}
-        problem = designation_problem(
-            "ServiceAccount",
-            name,
-            account_meta.get("labels"),
-            spec.instance_name,
-            SERVICE_ACCOUNT_NOT_DESIGNATED,
-        )
-        if problem:
-            raise _Stop(refusal(problem))
-        designated = self.settings.designated_service_accounts
-        if designated is not None and name not in designated.get(spec.namespace, ()):
-            raise _Stop(
-                _designation(
-                    SERVICE_ACCOUNT_NOT_DESIGNATED,
-                    f"ServiceAccount {name} is not listed for namespace {spec.namespace} in the "
-                    "operator's designatedServiceAccounts",
-                )
-            )
-        audience = (instance.get("spec") or {}).get("audience") or ""
-        if not audience:
-            raise _Stop(
-                _designation(
-                    "AudienceMissing",
-                    f"HikyoInstance {spec.instance_name} has no spec.audience, which federation "
-                    "needs; create a new instance with one",
-                )
-            )
         try:
-            token = self.cluster.request_token(
-                spec.namespace, name, audience, self.settings.token_seconds
-            )
-        except KubeError as error:  # S2.4: incl. Forbidden by resourceNames
-            raise _Stop(
-                failure(f"TokenRequest for ServiceAccount {name} failed: {error}")
-            ) from None
-        return token, CredentialIdentity(
-            account_meta.get("uid", ""), account_meta.get("resourceVersion", "")
-        )
+            return acquire_credential(self.cluster, self.settings, spec, instance)
+        except CredentialRefused as refused:
+            raise _Stop(refused.outcome) from None
 
     def _target_claim(self, spec: SecretSpec) -> None:
         """R7: the earliest CR (then lowest UID) naming a target owns it."""
@@ -535,6 +469,7 @@ class _Run:
         if result.outcome is FetchOutcome.DELIVERY:
             assert result.delivery is not None
             self.engine.store.clear_not_found(spec.uid)
+            remember_capabilities(self.engine.store, self.instance_uid, result.delivery)
             return self._delivered(spec, result.delivery, target, key, binding)
         if result.outcome is FetchOutcome.AUTHORITATIVE_NOT_FOUND:
             return self._not_found(spec, cursor, key, binding)
@@ -904,10 +839,6 @@ def _with_rollout(outcome: Outcome, rollout: _Rollout, *, warn: bool = False) ->
 def _rerun(reason: str) -> Outcome:
     """R2 stops after the finalizer patch; the resulting watch event (or this) runs it again."""
     return Outcome(reason=reason, requeue=Requeue.AFTER, delay=0.0, write_status=False)
-
-
-def _designation(reason: str, message: str) -> Outcome:
-    return refusal(Condition(DESIGNATION, "False", reason, message))
 
 
 def _not_owned(target_name: str) -> Outcome:

@@ -20,6 +20,7 @@ class OperatorSettings:
     token_seconds: int = 600  # S2.3.4
     namespaces: tuple[str, ...] = ()  # the watch list; empty = cluster-wide (S8.1)
     leader_election: bool = True  # only test harnesses turn it off (S8.1)
+    status_reporting: bool = True  # S7
 
 
 class SettingsInvalid(ValueError):
@@ -99,6 +100,9 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
             environ.get("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS")
         ),
         namespaces=parse_namespaces(environ.get("HIKYO_OPERATOR_NAMESPACES")),
+        status_reporting=parse_bool(
+            "HIKYO_OPERATOR_STATUS_REPORTING", environ.get("HIKYO_OPERATOR_STATUS_REPORTING"), True
+        ),
         leader_election=parse_bool(
             "HIKYO_OPERATOR_LEADER_ELECTION", environ.get("HIKYO_OPERATOR_LEADER_ELECTION"), True
         ),

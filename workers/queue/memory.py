@@ -85,6 +85,7 @@ class MemoryQueue(KeyedQueue):
         self._not_found: dict[str, tuple[str, float, float]] = {}  # uid -> (binding, at, seen)
         self._stalls: dict[str, dict[str, float]] = {}  # uid -> {"Kind/name": first seen}
         self._generation = False
+        self._notes: dict[str, tuple[str, float]] = {}  # name -> (value, expires)
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
 
@@ -307,6 +308,20 @@ class MemoryQueue(KeyedQueue):
                 self._stalls[cr_uid] = {ref: float(at) for ref, at in first_seen.items()}
             else:
                 self._stalls.pop(cr_uid, None)
+
+    def put_note(self, name: str, value: str, ttl: float) -> None:
+        with self._mutex:
+            self._notes[name] = (value, self._clock() + ttl)
+
+    def get_note(self, name: str) -> str | None:
+        with self._mutex:
+            note = self._notes.get(name)
+            if note is None:
+                return None
+            if note[1] <= self._clock():
+                del self._notes[name]
+                return None
+            return note[0]
 
     # -- internals (call with the mutex held) --------------------------------------------
 

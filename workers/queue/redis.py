@@ -473,6 +473,18 @@ class RedisQueue(KeyedQueue):
 
     # -- internals -----------------------------------------------------------------------
 
+    def put_note(self, name: str, value: str, ttl: float) -> None:
+        """Expiry on the injected clock (like not-found records), PX as the server's backstop."""
+        expires = self._clock() + ttl
+        self._redis.set(self._key(f"note:{name}"), f"{expires!r} {value}", px=_millis(ttl))
+
+    def get_note(self, name: str) -> str | None:
+        raw = self._redis.get(self._key(f"note:{name}"))
+        if raw is None:
+            return None
+        expires, _, value = _text(raw).partition(" ")
+        return value if float(expires) > self._clock() else None
+
     def _key(self, suffix: str) -> str:
         return f"{self._prefix}:{suffix}"
 

@@ -20,7 +20,12 @@ from django.core.wsgi import get_wsgi_application
 
 from controlplane.observations import process
 from controlplane.observations.recording import BackgroundRecorder
-from workers.operator_process import OperatorProcess, celery_rollout_sender, celery_sender
+from workers.operator_process import (
+    OperatorProcess,
+    celery_report_sender,
+    celery_rollout_sender,
+    celery_sender,
+)
 from workers.runtime import build_runtime
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,7 @@ class Command(BaseCommand):
                 kubeconfig=settings.KUBECONFIG,
                 redis_url=settings.REDIS_URL,
                 record=recorder,
+                record_report=recorder.report,
             )
         except ValueError as error:
             raise CommandError(str(error)) from error
@@ -58,6 +64,7 @@ class Command(BaseCommand):
             runtime,
             send_task=celery_sender if scaled else None,
             send_rollout_evaluation=celery_rollout_sender if scaled else None,
+            send_report=celery_report_sender if scaled else None,
             leader_election=operator_settings.leader_election,
         )
         process.current = operator

@@ -1,0 +1,138 @@
+"""Status reports to the devserver (S7): the closed body, capability gating, the verdicts, and
+what the observation store keeps (time, HTTP status, conditions sent)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from controlplane.observations.models import StatusReport
+from controlplane.observations.recording import record_report
+from k8s.gateway import KubeCluster
+from workers.engine.settings import OperatorSettings
+from workers.keys import ObjectKey
+from workers.queue.memory import MemoryQueue
+from workers.reporting import run_report
+from workers.runner import run_reconcile
+from workers.runtime import Runtime
+
+from .conftest import OPERATOR_NAMESPACE
+
+REPORTING = ("read", "reveal", "report-delivery-status")
+
+
+@pytest.fixture
+def runtime(api_client, crds, operator_namespace):
+    attempts = []
+    built = Runtime(
+        settings=OperatorSettings(operator_namespace=OPERATOR_NAMESPACE),
+        cluster=KubeCluster(api_client),
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        record_report=attempts.append,
+    )
+    built.attempts = attempts
+    return built
+
+
+def _key(world) -> ObjectKey:
+    return ObjectKey(world.namespace, "app", world.cr()["metadata"]["uid"])
+
+
+def _deliver(world, runtime, grants=REPORTING) -> ObjectKey:
+    world.publish(DATABASE_URL="postgres://x", LOG_LEVEL="info")
+    world.grant(grants)
+    world.create_instance()
+    world.create_credential()
+    world.create_cr()
+    key = _key(world)
+    result = run_reconcile(runtime, key)
+    assert result is not None and result.outcome.reason == "Delivered"
+    world.devserver.clear_status_reports()
+    return key
+
+
+def _report(runtime, key):
+    """As the leader's report dispatcher does: take the due key, then run the attempt."""
+    assert key in [ticket.key for ticket in runtime.reports.take_due()]
+    return run_report(runtime, key)
+
+
+def test_a_status_write_is_reported_with_the_closed_body(world, runtime, api_client):
+    key = _deliver(world, runtime)
+    assert runtime.reports.due_in(key) <= 0  # S7.4: after every successful status write
+
+    attempt = _report(runtime, key)
+
+    assert attempt is not None and attempt.http_status == 204
+    (body,) = world.devserver.status_reports
+    cr = world.cr()
+    kube_system = client.CoreV1Api(api_client).read_namespace("kube-system").metadata.uid
+    assert body == {
+        "cluster_id": kube_system,
+        "namespace": world.namespace,
+        "name": "app",
+        "uid": cr["metadata"]["uid"],
+        "target": "app-env",
+        "generation": cr["metadata"]["generation"],
+        "observed_generation": cr["status"]["observedGeneration"],
+        "lifecycle": "Synced",
+        "conditions": [
+            {"type": c["type"], "status": c["status"], "reason": c["reason"]}
+            for c in cr["status"]["conditions"]
+        ],
+    }
+    assert 270 <= runtime.reports.due_in(key) <= 300  # the heartbeat, P = max(5m, resync)
+    assert runtime.attempts == [attempt]
+
+
+def test_no_report_to_a_server_without_the_capability(world, runtime):
+    world.devserver.set_capabilities(None)
+    try:
+        key = _deliver(world, runtime)
+        assert _report(runtime, key) is None
+    finally:
+        world.devserver.set_capabilities(["status-report"])
+    assert world.devserver.status_reports == []
+    assert not [r for r in world.requests() if r.path.endswith("/status")]
+
+
+def test_a_refused_report_pauses_that_cr_for_an_hour(world, runtime):
+    """S7.5: without the report grant the server answers the uniform 404: pause 1 h."""
+    key = _deliver(world, runtime, grants=("read", "reveal"))
+    first = _report(runtime, key)
+    assert first is not None and first.http_status == 404
+    assert runtime.reports.due_in(key) > 3500
+    reports_sent = len([r for r in world.requests() if r.path.endswith("/status")])
+    runtime.reports.add(key)  # another status write while paused
+    assert _report(runtime, key) is None
+    assert len([r for r in world.requests() if r.path.endswith("/status")]) == reports_sent
+
+
+def test_server_errors_drop_the_report_until_the_next_heartbeat(world, runtime):
+    from devserver import Fault
+
+    key = _deliver(world, runtime)
+    world.devserver.set_fault(world.token, Fault.status(503), route="status")
+    attempt = _report(runtime, key)
+    assert attempt is not None and attempt.http_status == 503
+    assert "dropped" in attempt.outcome
+    assert 270 <= runtime.reports.due_in(key) <= 300
+
+
+def test_reporting_off_sends_nothing(world, runtime):
+    runtime.settings = OperatorSettings(
+        operator_namespace=OPERATOR_NAMESPACE, status_reporting=False
+    )
+    key = _deliver(world, runtime)
+    assert runtime.reports.due_in(key) is None
+
+
+def test_the_observation_store_keeps_status_and_conditions_only(world, runtime):
+    key = _deliver(world, runtime)
+    attempt = _report(runtime, key)
+    record_report(attempt)
+    row = StatusReport.objects.get(uid=key.uid)
+    assert (row.http_status, row.outcome) == (204, "accepted")
+    assert {c["type"] for c in row.conditions} == {"Ready", "Synced"}
+    assert all(set(c) == {"type", "status", "reason"} for c in row.conditions)

@@ -1,0 +1,81 @@
+"""Status reports to the Hikyo server (S7): the closed body, the capability gate, the cadence and
+what each answer means. Pure, except for the small notes kept in the coordination store.
+
+A report carries identity, generation, lifecycle and each condition's type, status and reason:
+never values, key names, mappings, acknowledgements, cursors, stamps or messages (S7.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .delivery import Delivery
+from .ports import CoordinationStore
+
+STATUS_REPORT = "status-report"
+CAPABILITY_TTL = 24 * 3600.0  # S7.2
+PAUSE_SECONDS = 3600.0  # S7.5
+MIN_PERIOD, MAX_PERIOD = 300.0, 24 * 3600.0  # S7.4
+
+
+def remember_capabilities(store: CoordinationStore, instance_uid: str, delivery: Delivery) -> None:
+    """S7.2: the capability set of the latest valid 200, per instance, for 24 h."""
+    capabilities = sorted(delivery.capabilities or ())
+    store.put_note(f"capabilities:{instance_uid}", ",".join(capabilities), CAPABILITY_TTL)
+
+
+def reporting_offered(store: CoordinationStore, instance_uid: str) -> bool:
+    note = store.get_note(f"capabilities:{instance_uid}")
+    return note is not None and STATUS_REPORT in note.split(",")
+
+
+def heartbeat_period(resync_seconds: float) -> float:
+    """S7.4: P = min(max(resyncInterval, 5 min), 24 h)."""
+    return min(max(resync_seconds, MIN_PERIOD), MAX_PERIOD)
+
+
+def report_body(cr: dict[str, Any], cluster_id: str) -> dict[str, Any] | None:
+    """S7.3's closed body, or None while the CR has no status write yet (S7.1) or is deleting."""
+    metadata = cr.get("metadata") or {}
+    status = cr.get("status") or {}
+    if not status.get("lifecycle") or metadata.get("deletionTimestamp"):
+        return None
+    return {
+        "cluster_id": cluster_id,
+        "namespace": metadata["namespace"],
+        "name": metadata["name"],
+        "uid": metadata["uid"],
+        "target": ((cr.get("spec") or {}).get("target") or {}).get("name", ""),
+        "generation": int(metadata.get("generation") or 0),
+        "observed_generation": int(status.get("observedGeneration") or 0),
+        "lifecycle": status["lifecycle"],
+        "conditions": [
+            {"type": c["type"], "status": c["status"], "reason": c["reason"]}
+            for c in status.get("conditions") or []
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ReportVerdict:
+    """What an answer means: when to try again, and whether to pause this CR's reports."""
+
+    accepted: bool
+    next_in: float  # seconds until the next heartbeat or attempt
+    pause: float = 0.0  # seconds of S7.5 pause (kept in the store)
+    summary: str = ""
+
+
+def verdict(status: int | None, retry_after: float | None, period: float) -> ReportVerdict:
+    """S7.5: 204 accepted; 401/403/404 and 400 pause 1 h; 429 waits min(Retry-After, 1 h);
+    5xx and transport failures drop the report, the next heartbeat retries."""
+    if status == 204:
+        return ReportVerdict(True, period, summary="accepted")
+    if status in (400, 401, 403, 404):
+        return ReportVerdict(False, PAUSE_SECONDS, PAUSE_SECONDS, f"refused (status {status})")
+    if status == 429:
+        wait = min(retry_after or 1.0, PAUSE_SECONDS)
+        return ReportVerdict(False, wait, wait, "rate limited (status 429)")
+    what = f"status {status}" if status is not None else "transport failure"
+    return ReportVerdict(False, period, summary=f"dropped ({what})")

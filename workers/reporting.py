@@ -1,0 +1,127 @@
+"""One status-report attempt for one HikyoSecret (S7): gate, body, credential, POST, verdict.
+
+Runs as its own task with its own keyed queue (one report in flight per CR; triggers during a
+run coalesce into one follow-up with the latest status, S7.4). It never writes the CR's status,
+conditions or events, so it cannot loop (S7.4).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .engine.credentials import CredentialRefused, acquire_credential
+from .engine.delivery import HikyoClientError
+from .engine.hikyo_client import Scope
+from .engine.outcome import Requeue
+from .engine.reports import heartbeat_period, report_body, reporting_offered, verdict
+from .engine.spec import SpecInvalid, parse_spec
+from .keys import ObjectKey
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+REPORT_LOCK_TTL = 60.0
+CLUSTER_ID_NOTE = "cluster-id"
+CLUSTER_ID_RETRY = 300.0  # S7.6: re-read at most every 5 min while unreadable
+
+
+@dataclass(frozen=True)
+class ReportAttempt:
+    """What the observation store keeps: time, HTTP status, the conditions sent; nothing else."""
+
+    key: ObjectKey
+    at: datetime
+    http_status: int | None
+    outcome: str
+    conditions: list[dict[str, str]] = field(default_factory=list)
+
+
+def run_report(runtime: Runtime, key: ObjectKey) -> ReportAttempt | None:
+    queue = runtime.reports
+    lock = queue.begin(key, runtime.identity, ttl=REPORT_LOCK_TTL)
+    if lock is None:
+        return None  # one in flight; this trigger coalesces into its follow-up
+    try:
+        attempt, next_in = _attempt(runtime, key)
+    except Exception as error:  # a report is best effort: never let it break the worker
+        log.warning("status report of %s failed: %s", key, type(error).__name__)
+        queue.finish(lock, Requeue.AFTER, delay=300.0)
+        return None
+    if next_in is None:
+        queue.finish(lock, Requeue.NONE)
+        queue.forget(key)
+        return None
+    queue.finish(lock, Requeue.AFTER, delay=next_in)
+    if attempt is not None:
+        runtime.record_report(attempt)
+        log.info("status report of %s: %s", key, attempt.outcome)
+    return attempt
+
+
+def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, float | None]:
+    """(the attempt, seconds until the next one); (None, None) when the CR is gone."""
+    cluster, store = runtime.cluster, runtime.queue
+    cr = cluster.get_hikyosecret(key.namespace, key.name)
+    if cr is None or cr["metadata"]["uid"] != key.uid:
+        return None, None
+    try:
+        spec = parse_spec(cr)
+    except SpecInvalid:
+        return None, heartbeat_period(300.0)
+    period = heartbeat_period(spec.resync_seconds)
+    if store.get_note(f"reports-paused:{key.uid}"):  # S7.5
+        return None, period
+    instance = cluster.get_instance(spec.instance_name)
+    if instance is None or not reporting_offered(store, instance["metadata"]["uid"]):
+        return None, period  # S7.2: only to a server that advertised the capability
+    cluster_id = _cluster_id(runtime)
+    body = report_body(cr, cluster_id) if cluster_id else None
+    if body is None:
+        return None, period
+    try:
+        token, _ = acquire_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
+        client = runtime.clients(instance)
+    except (CredentialRefused, HikyoClientError):
+        return None, period
+    answer = client.report_status(
+        Scope(spec.org, spec.project, spec.environment), token=token, report=body
+    )
+    decided = verdict(answer.status, answer.retry_after, period)
+    if decided.pause:
+        store.put_note(f"reports-paused:{key.uid}", "1", decided.pause)
+    attempt = ReportAttempt(
+        key, datetime.now(UTC), answer.status, decided.summary, body["conditions"]
+    )
+    return attempt, decided.next_in
+
+
+def _cluster_id(runtime: Runtime) -> str | None:
+    """S7.6: the kube-system Namespace UID, kept in the store; unreadable => inactive (log)."""
+    store = runtime.queue
+    known = store.get_note(CLUSTER_ID_NOTE)
+    if known is not None:
+        return known or None  # "" marks a recent failed read
+    try:
+        uid = runtime.cluster.namespace_uid("kube-system")
+    except Exception as error:
+        log.warning(
+            "cluster id unreadable (%s): status reporting paused for 5 min", type(error).__name__
+        )
+        uid = None
+    store.put_note(CLUSTER_ID_NOTE, uid or "", 24 * 3600.0 if uid else CLUSTER_ID_RETRY)
+    return uid
+
+
+def attempt_fields(attempt: ReportAttempt) -> dict[str, Any]:
+    return {
+        "uid": attempt.key.uid,
+        "namespace": attempt.key.namespace,
+        "name": attempt.key.name,
+        "at": attempt.at,
+        "http_status": attempt.http_status,
+        "outcome": attempt.outcome,
+        "conditions": attempt.conditions,
+    }
