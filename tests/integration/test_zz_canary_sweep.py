@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.operator_harness import SERVICE_LOGS
 from tests.support.world import CANARIES
 
 from .conftest import CAPTURED_LOGS, SECRETS_OF_RECORD, SWEPT
@@ -14,6 +15,7 @@ from .conftest import CAPTURED_LOGS, SECRETS_OF_RECORD, SWEPT
 def test_no_canary_leaked_anywhere():
     places = {name: "\n".join(texts) for name, texts in SWEPT.items()}
     places["logs"] = CAPTURED_LOGS.getvalue()
+    places["operator processes"] = "\n".join(SERVICE_LOGS)
     # The sweep must have something to look at, or it proves nothing.
     assert len(CANARIES) >= 20, "run the whole integration suite before the sweep"
     assert SECRETS_OF_RECORD, "no cursor or stamp was recorded"

@@ -19,6 +19,7 @@ from tests.support.kube import get_raw
 from tests.support.processes import Service, celery_worker, free_port, manage, wait_http_ok
 from tests.support.world import World, canary
 
+SERVICE_LOGS: list[str] = []  # logs of every operator and worker process the tests ran
 RUN_LINE = re.compile(r"run (\S+) uid=(\S+) start=([\d.]+) end=([\d.]+) outcome=(\w+)")
 
 
@@ -66,6 +67,7 @@ class Operator:
     def stop(self) -> None:
         for service in reversed(self.services):
             service.stop()
+        SERVICE_LOGS.append(self.logs())  # for the final canary sweep
 
     def logs(self) -> str:
         return "\n".join(service.log() for service in self.services)
