@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -87,6 +89,41 @@ def translate(
     return KubeError(action, status, reason)
 
 
+def _maybe(call: Callable[[], Any], action: str, **where: str) -> Any:
+    """A read where 404 means absent (None); any other error becomes our tree."""
+    try:
+        return call()
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise translate(error, action, **where) from None
+
+
+@contextmanager
+def _translated(
+    action: str,
+    *,
+    verb: str,
+    group: str,
+    resource: str,
+    namespace: str = "",
+    subresource: str = "",
+) -> Iterator[None]:
+    """Runs one API call, raising our error tree (value-free) instead of an ApiException."""
+    try:
+        yield
+    except ApiException as error:
+        raise translate(
+            error,
+            action,
+            verb=verb,
+            group=group,
+            resource=resource,
+            namespace=namespace,
+            subresource=subresource,
+        ) from None
+
+
 def _owner_reference(ref: client.V1OwnerReference) -> dict[str, Any]:
     fields = {
         "apiVersion": ref.api_version,
@@ -154,66 +191,47 @@ class KubeCluster:
     # -- reads ---------------------------------------------------------------------------
 
     def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return self.custom.get_namespaced_custom_object(
+        return _maybe(
+            lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, SECRETS_PLURAL, name
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise translate(
-                error,
-                f"get hikyosecrets {namespace}/{name}",
-                verb="get",
-                group=GROUP,
-                resource=SECRETS_PLURAL,
-                namespace=namespace,
-            ) from None
+            ),
+            f"get hikyosecrets {namespace}/{name}",
+            verb="get",
+            group=GROUP,
+            resource=SECRETS_PLURAL,
+            namespace=namespace,
+        )
 
     def get_instance(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.custom.get_cluster_custom_object(GROUP, VERSION, INSTANCES_PLURAL, name)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise translate(
-                error,
-                f"get hikyoinstances {name}",
-                verb="get",
-                group=GROUP,
-                resource=INSTANCES_PLURAL,
-            ) from None
+        return _maybe(
+            lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, INSTANCES_PLURAL, name),
+            f"get hikyoinstances {name}",
+            verb="get",
+            group=GROUP,
+            resource=INSTANCES_PLURAL,
+        )
 
     def get_secret(self, namespace: str, name: str) -> SecretObject | None:
-        try:
-            return _secret_from(self.core.read_namespaced_secret(name, namespace))
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise translate(
-                error,
-                f"get secrets {namespace}/{name}",
-                verb="get",
-                group="",
-                resource="secrets",
-                namespace=namespace,
-            ) from None
+        secret = _maybe(
+            lambda: self.core.read_namespaced_secret(name, namespace),
+            f"get secrets {namespace}/{name}",
+            verb="get",
+            group="",
+            resource="secrets",
+            namespace=namespace,
+        )
+        return None if secret is None else _secret_from(secret)
 
     def get_service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            account = self.core.read_namespaced_service_account(name, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise translate(
-                error,
-                f"get serviceaccounts {namespace}/{name}",
-                verb="get",
-                group="",
-                resource="serviceaccounts",
-                namespace=namespace,
-            ) from None
-        return self.api_client.sanitize_for_serialization(account)
+        account = _maybe(
+            lambda: self.core.read_namespaced_service_account(name, namespace),
+            f"get serviceaccounts {namespace}/{name}",
+            verb="get",
+            group="",
+            resource="serviceaccounts",
+            namespace=namespace,
+        )
+        return None if account is None else self.api_client.sanitize_for_serialization(account)
 
     def request_token(
         self, namespace: str, service_account: str, audience: str, seconds: int
@@ -222,25 +240,28 @@ class KubeCluster:
         request = client.AuthenticationV1TokenRequest(
             spec=client.V1TokenRequestSpec(audiences=[audience], expiration_seconds=seconds)
         )
-        try:
+        with _translated(
+            f"create serviceaccounts/token {namespace}/{service_account}",
+            verb="create",
+            group="",
+            resource="serviceaccounts",
+            subresource="token",
+            namespace=namespace,
+        ):
             response = self.core.create_namespaced_service_account_token(
                 service_account, namespace, request
             )
-        except ApiException as error:
-            raise translate(
-                error,
-                f"create serviceaccounts/token {namespace}/{service_account}",
-                verb="create",
-                group="",
-                resource="serviceaccounts",
-                subresource="token",
-                namespace=namespace,
-            ) from None
         return response.status.token
 
     def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]:
         """R7 via the CRD's selectable field spec.target.name."""
-        try:
+        with _translated(
+            f"list hikyosecrets {namespace}",
+            verb="list",
+            group=GROUP,
+            resource=SECRETS_PLURAL,
+            namespace=namespace,
+        ):
             listed = self.custom.list_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -248,51 +269,29 @@ class KubeCluster:
                 SECRETS_PLURAL,
                 field_selector=f"spec.target.name={target}",
             )
-        except ApiException as error:
-            raise translate(
-                error,
-                f"list hikyosecrets {namespace}",
-                verb="list",
-                group=GROUP,
-                resource=SECRETS_PLURAL,
-                namespace=namespace,
-            ) from None
         return list(listed.get("items") or [])
 
     def any_hikyosecret_has_stamp(self) -> bool:
         """S6.3: an uncached list of every CR in reach, looking for a recorded stamp."""
-        try:
+        with _translated("list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL):
             listed = self.custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
-        except ApiException as error:
-            raise translate(
-                error, "list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL
-            ) from None
         return any((item.get("status") or {}).get("stamp") for item in listed.get("items") or [])
 
     def namespace_uid(self, name: str) -> str:
         """S7.6: the cluster id is the kube-system Namespace UID."""
-        try:
+        with _translated(f"get namespaces {name}", verb="get", group="", resource="namespaces"):
             return self.core.read_namespace(name).metadata.uid
-        except ApiException as error:
-            raise translate(
-                error, f"get namespaces {name}", verb="get", group="", resource="namespaces"
-            ) from None
 
     def lease_renewed_at(self, namespace: str, name: str) -> datetime | None:
-        try:
-            lease = self.coordination.read_namespaced_lease(name, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise translate(
-                error,
-                f"get leases {namespace}/{name}",
-                verb="get",
-                group="coordination.k8s.io",
-                resource="leases",
-                namespace=namespace,
-            ) from None
-        return lease.spec.renew_time if lease.spec else None
+        lease = _maybe(
+            lambda: self.coordination.read_namespaced_lease(name, namespace),
+            f"get leases {namespace}/{name}",
+            verb="get",
+            group="coordination.k8s.io",
+            resource="leases",
+            namespace=namespace,
+        )
+        return lease.spec.renew_time if lease is not None and lease.spec else None
 
     def access_allowed(
         self, verb: str, group: str, resource: str, subresource: str, namespace: str
@@ -309,16 +308,13 @@ class KubeCluster:
                 )
             )
         )
-        try:
+        with _translated(
+            "create selfsubjectaccessreviews",
+            verb="create",
+            group="authorization.k8s.io",
+            resource="selfsubjectaccessreviews",
+        ):
             answer = self.authorization.create_self_subject_access_review(review)
-        except ApiException as error:
-            raise translate(
-                error,
-                "create selfsubjectaccessreviews",
-                verb="create",
-                group="authorization.k8s.io",
-                resource="selfsubjectaccessreviews",
-            ) from None
         return bool(answer.status and answer.status.allowed)
 
     def list_workloads(self, namespace: str) -> list[Workload]:
@@ -333,17 +329,14 @@ class KubeCluster:
         }
         found: list[Workload] = []
         for kind, lister in listers.items():
-            try:
+            with _translated(
+                f"list {WORKLOAD_RESOURCES[kind]} {namespace}",
+                verb="list",
+                group=APPS_GROUP,
+                resource=WORKLOAD_RESOURCES[kind],
+                namespace=namespace,
+            ):
                 response = lister(namespace, _preload_content=False)
-            except ApiException as error:
-                raise translate(
-                    error,
-                    f"list {WORKLOAD_RESOURCES[kind]} {namespace}",
-                    verb="list",
-                    group=APPS_GROUP,
-                    resource=WORKLOAD_RESOURCES[kind],
-                    namespace=namespace,
-                ) from None
             for item in json.loads(response.data).get("items") or []:
                 workload = workload_from(kind, item)
                 if workload is not None:
@@ -353,34 +346,28 @@ class KubeCluster:
     # -- writes --------------------------------------------------------------------------
 
     def create_secret(self, secret: SecretObject) -> SecretObject:
-        try:
+        with _translated(
+            f"create secrets {secret.namespace}/{secret.name}",
+            verb="create",
+            group="",
+            resource="secrets",
+            namespace=secret.namespace,
+        ):
             created = self.core.create_namespaced_secret(secret.namespace, _secret_body(secret))
-        except ApiException as error:
-            raise translate(
-                error,
-                f"create secrets {secret.namespace}/{secret.name}",
-                verb="create",
-                group="",
-                resource="secrets",
-                namespace=secret.namespace,
-            ) from None
         return _secret_from(created)
 
     def replace_secret(self, secret: SecretObject) -> SecretObject:
         """A full update with the read resourceVersion as precondition (409 on a race)."""
-        try:
+        with _translated(
+            f"update secrets {secret.namespace}/{secret.name}",
+            verb="update",
+            group="",
+            resource="secrets",
+            namespace=secret.namespace,
+        ):
             replaced = self.core.replace_namespaced_secret(
                 secret.name, secret.namespace, _secret_body(secret)
             )
-        except ApiException as error:
-            raise translate(
-                error,
-                f"update secrets {secret.namespace}/{secret.name}",
-                verb="update",
-                group="",
-                resource="secrets",
-                namespace=secret.namespace,
-            ) from None
         return _secret_from(replaced)
 
     def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None:
@@ -388,55 +375,46 @@ class KubeCluster:
         options = client.V1DeleteOptions(
             preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version)
         )
-        try:
+        with _translated(
+            f"delete secrets {namespace}/{name}",
+            verb="delete",
+            group="",
+            resource="secrets",
+            namespace=namespace,
+        ):
             self.core.delete_namespaced_secret(name, namespace, body=options)
-        except ApiException as error:
-            raise translate(
-                error,
-                f"delete secrets {namespace}/{name}",
-                verb="delete",
-                group="",
-                resource="secrets",
-                namespace=namespace,
-            ) from None
 
     def patch_hikyosecret_finalizers(
         self, namespace: str, name: str, finalizers: list[str], resource_version: str
     ) -> None:
         body = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
-        try:
+        with _translated(
+            f"patch hikyosecrets {namespace}/{name}",
+            verb="patch",
+            group=GROUP,
+            resource=SECRETS_PLURAL,
+            namespace=namespace,
+        ):
             self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, SECRETS_PLURAL, name, body
             )
-        except ApiException as error:
-            raise translate(
-                error,
-                f"patch hikyosecrets {namespace}/{name}",
-                verb="patch",
-                group=GROUP,
-                resource=SECRETS_PLURAL,
-                namespace=namespace,
-            ) from None
 
     def patch_hikyosecret_status(
         self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
     ) -> None:
         """A JSON merge patch of the status subresource (None removes a field)."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
-        try:
+        with _translated(
+            f"patch hikyosecrets/status {namespace}/{name}",
+            verb="patch",
+            group=GROUP,
+            resource=SECRETS_PLURAL,
+            subresource="status",
+            namespace=namespace,
+        ):
             self.custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, SECRETS_PLURAL, name, body
             )
-        except ApiException as error:
-            raise translate(
-                error,
-                f"patch hikyosecrets/status {namespace}/{name}",
-                verb="patch",
-                group=GROUP,
-                resource=SECRETS_PLURAL,
-                subresource="status",
-                namespace=namespace,
-            ) from None
 
     def patch_workload_stamp(
         self, kind: str, namespace: str, name: str, target: str, stamp: str, *, uid: str = ""
@@ -456,28 +434,22 @@ class KubeCluster:
         }
         if uid:
             body["metadata"] = {"uid": uid}
-        try:
+        with _translated(
+            f"patch {WORKLOAD_RESOURCES[kind]} {namespace}/{name}",
+            verb="patch",
+            group=APPS_GROUP,
+            resource=WORKLOAD_RESOURCES[kind],
+            namespace=namespace,
+        ):
             patchers[kind](name, namespace, body, _content_type="application/merge-patch+json")
-        except ApiException as error:
-            raise translate(
-                error,
-                f"patch {WORKLOAD_RESOURCES[kind]} {namespace}/{name}",
-                verb="patch",
-                group=APPS_GROUP,
-                resource=WORKLOAD_RESOURCES[kind],
-                namespace=namespace,
-            ) from None
 
     def emit_event(self, cr: dict[str, Any], event: Event) -> None:
-        try:
+        namespace = (cr.get("metadata") or {}).get("namespace", "")
+        with _translated(
+            f"create events {namespace}",
+            verb="create",
+            group="",
+            resource="events",
+            namespace=namespace,
+        ):
             self.events.emit(cr, event)
-        except ApiException as error:
-            metadata = cr.get("metadata") or {}
-            raise translate(
-                error,
-                f"create events {metadata.get('namespace')}",
-                verb="create",
-                group="",
-                resource="events",
-                namespace=metadata.get("namespace", ""),
-            ) from None

@@ -21,7 +21,7 @@ from tests.support.operator_harness import (
     write_requests,
 )
 from tests.support.waiting import wait_for
-from tests.support.world import CANARIES
+from tests.support.world import CANARIES, World
 
 
 @pytest.mark.timeout(900)
@@ -100,6 +100,7 @@ def test_embedded_mode_converges_and_an_unchanged_resync_writes_nothing(
     assert all(r.cursor_present for r in fetches)
     assert len(window) <= len(fetches) <= len(window) + 1
     assert "Traceback" not in operator.logs()
+    assert_serialized(operator.runs())  # four threads, never two runs of one CR at once
 
 
 @pytest.mark.timeout(300)
@@ -157,3 +158,38 @@ def _template_stamp(apps, world) -> str | None:
 
 def _replica_sets(apps, world) -> int:
     return len(apps.list_namespaced_replica_set(world.namespace).items)
+
+
+@pytest.mark.timeout(300)
+def test_namespace_scoping_leaves_unlisted_namespaces_alone(
+    world, api_client, kubeconfig, tmp_path
+):
+    """S8.1: HIKYO_OPERATOR_NAMESPACES is the watch list; a CR elsewhere is never reconciled."""
+    other = f"{world.namespace}-x"
+    core = client.CoreV1Api(api_client)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    outside = World(
+        api_client,
+        world.devserver,
+        world.engine,
+        other,
+        org=world.org,
+        project=world.project,
+        environment=world.environment,
+        instance=world.instance,
+        token=world.token,
+    )
+    operator = Operator(tmp_path, kubeconfig, None)
+    operator.env["HIKYO_OPERATOR_NAMESPACES"] = f"{world.namespace}, hikyo-system"
+    try:
+        populate(world, 2)
+        outside.create_credential()
+        outside.create_cr("elsewhere")
+        operator.start_leader()
+        wait_for(lambda: ready_count(world) == 2, timeout=120, what="listed namespace Ready")
+        time.sleep(3)  # give a wrongly scoped operator the chance to touch the other one
+        assert outside.status("elsewhere") == {}
+        assert outside.target() is None
+    finally:
+        operator.stop()
+        core.delete_namespace(other)
