@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from workers.engine.settings import LEASE_NAME
+
 log = logging.getLogger(__name__)
 
-LEASE_NAME = "hikyo-operator.hikyo.dev"
 
 
 class LeaderElector(threading.Thread):

@@ -643,3 +643,49 @@ def test_missing_rbac_in_a_namespace_is_named(world, api_client, operator_namesp
 
     assert world.reconcile().outcome.reason == "Delivered"  # bound again: the condition goes
     assert "Unreconciled" not in world.conditions()
+
+
+# --- foreign owner (S4.1.7) ---------------------------------------------------------------------
+
+
+def test_a_cr_of_another_live_operator_is_left_alone_until_its_lease_goes_stale(world):
+    world.ready()
+    other = f"{world.namespace}-op"
+    world.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    coordination = client.CoordinationV1Api(world.api_client)
+    now = dt.datetime.now(dt.UTC)
+    coordination.create_namespaced_lease(
+        other,
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="hikyo-operator.hikyo.dev"),
+            spec=client.V1LeaseSpec(
+                holder_identity="them", lease_duration_seconds=15, renew_time=now
+            ),
+        ),
+    )
+    try:
+        world.custom.patch_namespaced_custom_object_status(
+            "hikyo.dev",
+            "v1alpha1",
+            world.namespace,
+            "hikyosecrets",
+            "app",
+            {"status": {"operatorNamespace": other}},
+        )
+        world.delete_target()
+        before = world.cr()["metadata"]["resourceVersion"]
+        result = world.reconcile()
+        assert result.outcome.reason == "ForeignOwner"
+        assert world.target() is None  # nothing written, not even the restore
+        assert world.cr()["metadata"]["resourceVersion"] == before
+
+        coordination.patch_namespaced_lease(
+            "hikyo-operator.hikyo.dev",
+            other,
+            {"spec": {"renewTime": (now - dt.timedelta(hours=1)).isoformat()}},
+        )
+        assert world.reconcile().outcome.reason == "Delivered"  # stale: we take over
+        assert world.status()["operatorNamespace"] == "hikyo-system"
+        assert world.target() is not None
+    finally:
+        world.core.delete_namespace(other)

@@ -43,7 +43,7 @@ from .ports import Cluster, CoordinationStore, SecretObject
 from .reports import remember_capabilities
 from .rollout import Workload, patches_needed, rollout_condition, stalled, unlisted_condition
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
-from .settings import OperatorSettings
+from .settings import LEASE_NAME, OperatorSettings
 from .spec import SecretSpec, SpecInvalid, parse_spec
 from .stamp import STAMP_ROOT_BYTES, compute_stamp, empty_content_stamp, target_key
 from .status import desired_status, status_differs
@@ -154,6 +154,12 @@ class _Run:
         if self.namespace == self.settings.operator_namespace:  # S8.5
             result.outcome = stop_quietly("OperatorNamespace", "HikyoSecrets here are ignored")
             return result
+        owner = self._foreign_owner(stored)
+        if owner:  # S4.1.7
+            log.warning("%s/%s belongs to the live operator in namespace %s; not touching it",
+                        self.namespace, self.name, owner)
+            result.outcome = stop_quietly("ForeignOwner", f"owned by the operator in {owner}")
+            return result
         try:
             outcome = self._steps()
         except _Stop as stop:
@@ -217,6 +223,24 @@ class _Run:
         )
         result.outcome = self._write_status(outcome, stored, result)
         return result
+
+    def _foreign_owner(self, stored: dict[str, Any]) -> str | None:
+        """S4.1.7: another operator wrote this status; it owns the CR while its Lease is fresh
+        (renewed less than 3 x resyncInterval ago) or unreadable to us. Else we take over."""
+        other = stored.get("operatorNamespace")
+        if not other or other == self.settings.operator_namespace:
+            return None
+        try:
+            interval = parse_spec(self.cr).resync_seconds
+        except SpecInvalid:
+            interval = DEFAULT_RESYNC_SECONDS
+        try:
+            renewed = self.cluster.lease_renewed_at(other, LEASE_NAME)
+        except KubeError:  # Forbidden included: assume a live owner
+            return other
+        if renewed is not None and (self.now - renewed).total_seconds() < 3 * interval:
+            return other
+        return None
 
     def _steps(self) -> Outcome:
         metadata = self.cr["metadata"]
