@@ -8,6 +8,7 @@ conditions or events, so it cannot loop (S7.4).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,7 @@ from .engine.credentials import CredentialRefused, acquire_credential
 from .engine.delivery import HikyoClientError
 from .engine.hikyo_client import Scope
 from .engine.outcome import Requeue
+from .engine.pacing import pause_instance, pause_left
 from .engine.reports import heartbeat_period, report_body, reporting_offered, verdict
 from .engine.spec import SpecInvalid, parse_spec
 from .keys import ObjectKey
@@ -81,6 +83,13 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     body = report_body(cr, cluster_id) if cluster_id else None
     if body is None:
         return None, period
+    instance_uid, now = instance["metadata"]["uid"], time.time()
+    paused = pause_left(store, instance_uid, now)  # S4.1.6: reports share the instance's pace
+    wait = paused or store.take_token(
+        f"instance:{instance_uid}", runtime.settings.fetch_qps, runtime.settings.fetch_burst
+    )
+    if wait > 0:
+        return None, wait
     try:
         token, _ = acquire_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
         client = runtime.clients(instance)
@@ -90,6 +99,8 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
         Scope(spec.org, spec.project, spec.environment), token=token, report=body
     )
     decided = verdict(answer.status, answer.retry_after, period)
+    if answer.status == 429:  # S7.5: plus the instance pause
+        pause_instance(store, instance_uid, answer.retry_after or 1.0, now)
     if decided.pause:
         store.put_note(f"reports-paused:{key.uid}", "1", decided.pause)
     attempt = ReportAttempt(

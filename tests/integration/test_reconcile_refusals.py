@@ -689,3 +689,39 @@ def test_a_cr_of_another_live_operator_is_left_alone_until_its_lease_goes_stale(
         assert world.target() is not None
     finally:
         world.core.delete_namespace(other)
+
+
+# --- outbound pacing (S4.1.6) --------------------------------------------------------------------
+
+
+def test_a_429_pauses_every_cr_of_that_instance(world, api_client):
+    """The pause is per instance: a second CR on it makes no request until the pause ends."""
+    world.ready()
+    world.create_cr("second", target={"name": "second-env"})
+    world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="30"), times=1)
+    first = world.reconcile(forced_full=True)
+    assert first.outcome.requeue is Requeue.AFTER and first.outcome.delay == 30
+    sent = len(world.requests())
+    second = world.reconcile("second")
+    assert second.outcome.reason == "InstancePaused"
+    assert 25 < second.outcome.delay <= 30
+    assert second.status_written is False
+    assert len(world.requests()) == sent  # nothing went to the paused instance
+
+
+def test_the_token_bucket_paces_fetches_without_failing(world, api_client):
+    world.ready()
+    slept: list[float] = []
+    engine = make_engine(api_client, fetch_qps=0.5, fetch_burst=1)
+    engine.sleep = lambda seconds: (slept.append(seconds), time.sleep(seconds))
+    assert world.reconcile(engine=engine).outcome.reason in ("Current", "Delivered")
+    assert slept == []
+    assert world.reconcile(engine=engine).outcome.reason == "Current"
+    assert slept and 1.5 < slept[0] <= 2.0  # waited for the next token (within 5 s)
+
+    strict = make_engine(api_client, fetch_qps=0.1, fetch_burst=1)  # 10 s to the next token
+    strict.sleep = slept.append
+    world.reconcile(engine=strict)
+    paced = world.reconcile(engine=strict)
+    assert paced.outcome.reason == "Paced" and paced.outcome.requeue is Requeue.AFTER
+    assert paced.status_written is False

@@ -452,6 +452,16 @@ class KeyedQueueContract:
         queue.put_note("capabilities:inst-1", "", 10)  # replaced, even by an empty value
         assert queue.get_note("capabilities:inst-1") == ""
 
+    def test_token_bucket_allows_a_burst_then_the_rate(self, queue: KeyedQueue, clock: FakeClock):
+        """S4.1.6: burst tokens at once, then `rate` per second; an empty bucket says when."""
+        assert [queue.take_token("inst-1", 10.0, 3) for _ in range(3)] == [0.0, 0.0, 0.0]
+        assert queue.take_token("inst-1", 10.0, 3) == pytest.approx(0.1)
+        assert queue.take_token("inst-2", 10.0, 3) == 0.0  # buckets are per instance
+        clock.advance(0.1)
+        assert queue.take_token("inst-1", 10.0, 3) == 0.0
+        clock.advance(60)
+        assert [queue.take_token("inst-1", 10.0, 3) for _ in range(4)][-1] > 0  # burst caps
+
     def test_not_found_record_is_replaced_by_a_newer_one(self, queue: KeyedQueue):
         queue.record_not_found(APP.uid, "a" * 64, 1.0)
         queue.record_not_found(APP.uid, "c" * 64, 2.0)

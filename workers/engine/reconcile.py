@@ -39,6 +39,7 @@ from .loader_control import is_protected, precheck
 from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
+from .pacing import pause_instance, pause_left, wait_for_token
 from .ports import Cluster, CoordinationStore, SecretObject
 from .reports import remember_capabilities
 from .rollout import Workload, patches_needed, rollout_condition, stalled, unlisted_condition
@@ -84,6 +85,7 @@ class Engine:
     client_for: Callable[[dict[str, Any]], HikyoClient]
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     wall_seconds: Callable[[], float] = field(default=time.time)
+    sleep: Callable[[float], None] = field(default=time.sleep)
 
 
 @dataclass
@@ -156,8 +158,12 @@ class _Run:
             return result
         owner = self._foreign_owner(stored)
         if owner:  # S4.1.7
-            log.warning("%s/%s belongs to the live operator in namespace %s; not touching it",
-                        self.namespace, self.name, owner)
+            log.warning(
+                "%s/%s belongs to the live operator in namespace %s; not touching it",
+                self.namespace,
+                self.name,
+                owner,
+            )
             result.outcome = stop_quietly("ForeignOwner", f"owned by the operator in {owner}")
             return result
         try:
@@ -279,6 +285,7 @@ class _Run:
         binding = binding_digest(spec, credential, instance_uid)  # R13
         cursor = self._eligible_cursor(spec, target if controlled else None, key, binding)
         client = self._client(instance)  # R14
+        self._pace(instance_uid)  # R15: a token from the instance's bucket first (S4.1.6)
         result = client.fetch(  # R15
             Scope(spec.org, spec.project, spec.environment),
             token=token,
@@ -479,6 +486,17 @@ class _Run:
         except HikyoClientError as error:  # S3.1, S3.2
             raise _Stop(failure(f"HikyoInstance {instance['metadata']['name']}: {error}")) from None
 
+    def _pace(self, instance_uid: str) -> None:
+        store, settings = self.engine.store, self.settings
+        paused = pause_left(store, instance_uid, self.engine.wall_seconds())
+        if paused > 0:  # a 429 paused every request to this instance
+            raise _Stop(_paced("InstancePaused", paused))
+        wait = wait_for_token(
+            store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=self.engine.sleep
+        )
+        if wait > 0:
+            raise _Stop(_paced("Paced", wait))
+
     # -- R16 -----------------------------------------------------------------------------
 
     def _answer(
@@ -511,6 +529,12 @@ class _Run:
                 events=[Event("Warning", "NotMaterialized", message)],
             )
         if result.outcome is FetchOutcome.RATE_LIMITED:  # S4.1.6: no backoff step
+            pause_instance(
+                self.engine.store,
+                self.instance_uid,
+                result.retry_after or 1.0,
+                self.engine.wall_seconds(),
+            )
             return failure(
                 "rate limited by the Hikyo server (status 429)",
                 requeue=Requeue.AFTER,
@@ -858,6 +882,11 @@ def _with_rollout(outcome: Outcome, rollout: _Rollout, *, warn: bool = False) ->
         outcome.requeue = Requeue.BACKOFF
         outcome.clearing_cursor()
     return outcome
+
+
+def _paced(reason: str, delay: float) -> Outcome:
+    """S4.1.6: not a failure: no write, no backoff step, run again when a token is due."""
+    return Outcome(reason=reason, requeue=Requeue.AFTER, delay=delay, write_status=False)
 
 
 def _rerun(reason: str) -> Outcome:

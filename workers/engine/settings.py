@@ -23,6 +23,8 @@ class OperatorSettings:
     namespaces: tuple[str, ...] = ()  # the watch list; empty = cluster-wide (S8.1)
     leader_election: bool = True  # only test harnesses turn it off (S8.1)
     status_reporting: bool = True  # S7
+    fetch_qps: float = 10.0  # S4.1.6, per instance, all processes together
+    fetch_burst: int = 20
 
 
 class SettingsInvalid(ValueError):
@@ -44,6 +46,20 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise SettingsInvalid(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+
+
+def parse_positive(name: str, raw: str | None, default: float, kind: type) -> float:
+    """S8.1: a positive number (QPS) or a positive integer (burst); anything else is an error."""
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        noun = "integer" if kind is int else "number"
+        raise SettingsInvalid(f"{name}={raw!r} is not a positive {noun}")
+    return value
 
 
 def parse_namespaces(raw: str | None) -> tuple[str, ...]:
@@ -102,6 +118,14 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
             environ.get("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS")
         ),
         namespaces=parse_namespaces(environ.get("HIKYO_OPERATOR_NAMESPACES")),
+        fetch_qps=parse_positive(
+            "HIKYO_OPERATOR_FETCH_QPS", environ.get("HIKYO_OPERATOR_FETCH_QPS"), 10.0, float
+        ),
+        fetch_burst=int(
+            parse_positive(
+                "HIKYO_OPERATOR_FETCH_BURST", environ.get("HIKYO_OPERATOR_FETCH_BURST"), 20, int
+            )
+        ),
         status_reporting=parse_bool(
             "HIKYO_OPERATOR_STATUS_REPORTING", environ.get("HIKYO_OPERATOR_STATUS_REPORTING"), True
         ),

@@ -86,6 +86,7 @@ class MemoryQueue(KeyedQueue):
         self._stalls: dict[str, dict[str, float]] = {}  # uid -> {"Kind/name": first seen}
         self._generation = False
         self._notes: dict[str, tuple[str, float]] = {}  # name -> (value, expires)
+        self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens, refilled at)
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
 
@@ -308,6 +309,20 @@ class MemoryQueue(KeyedQueue):
                 self._stalls[cr_uid] = {ref: float(at) for ref, at in first_seen.items()}
             else:
                 self._stalls.pop(cr_uid, None)
+
+    def take_token(self, bucket: str, rate: float, burst: int) -> float:
+        """S4.1.6: 0 when a token was taken, else seconds until one is there (none taken)."""
+        with self._mutex:
+            now = self._clock()
+            tokens, at = self._buckets.get(bucket, (float(burst), now))
+            tokens = min(float(burst), tokens + max(0.0, now - at) * rate)
+            wait = 0.0
+            if tokens >= 1 - 1e-6:  # float refill arithmetic must not cost a token
+                tokens = max(0.0, tokens - 1)
+            else:
+                wait = (1 - tokens) / rate
+            self._buckets[bucket] = (tokens, now)
+            return wait
 
     def put_note(self, name: str, value: str, ttl: float) -> None:
         with self._mutex:

@@ -238,6 +238,22 @@ def key_of(text: str) -> ObjectKey:
     return ObjectKey(namespace, name, uid)
 
 
+# S4.1.6 token bucket, atomic across every process. KEYS[1] bucket hash; ARGV: now, rate, burst.
+# Returns 0 when a token was taken, else the seconds until one will be there (none taken).
+_TAKE_TOKEN = """
+local now, rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1]) or burst
+local at = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local wait = 0
+if tokens >= 1 - 1e-6 then tokens = math.max(0, tokens - 1) else wait = (1 - tokens) / rate end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 60000)
+return tostring(wait)
+"""
+
+
 class RedisQueue(KeyedQueue):
     """``KeyedQueue`` on Redis. Due times are absolute floats on ``clock``; locks use PX."""
 
@@ -263,6 +279,7 @@ class RedisQueue(KeyedQueue):
         self._begin = script(_PRELUDE + _BEGIN)
         self._renew = script(_PRELUDE + _RENEW)
         self._finish = script(_PRELUDE + _FINISH)
+        self._take_token = script(_TAKE_TOKEN)
 
     # -- queueing ------------------------------------------------------------------------
 
@@ -472,6 +489,12 @@ class RedisQueue(KeyedQueue):
             pipe.execute()
 
     # -- internals -----------------------------------------------------------------------
+
+    def take_token(self, bucket: str, rate: float, burst: int) -> float:
+        wait = self._take_token(
+            keys=[self._key(f"bucket:{bucket}")], args=[repr(self._clock()), repr(rate), burst]
+        )
+        return float(_text(wait))
 
     def put_note(self, name: str, value: str, ttl: float) -> None:
         """Expiry on the injected clock (like not-found records), PX as the server's backstop."""
