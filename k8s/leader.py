@@ -20,7 +20,6 @@ from workers.engine.settings import LEASE_NAME
 log = logging.getLogger(__name__)
 
 
-
 class LeaderElector(threading.Thread):
     def __init__(
         self,

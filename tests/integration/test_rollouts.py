@@ -13,8 +13,9 @@ from k8s.gateway import KubeCluster
 from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
-from workers.engine.reconcile import STAMP_ROOT_KEY, STAMP_ROOT_SECRET, evaluate_rollout
+from workers.engine.reconcile import evaluate_rollout
 from workers.engine.stamp import empty_content_stamp, target_key
+from workers.engine.stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET
 
 from .conftest import OPERATOR_NAMESPACE, make_engine
 

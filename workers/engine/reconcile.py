@@ -8,14 +8,13 @@ Every path ends in an ``Outcome``; the status is written once, last (S4.9).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from k8s.errors import AlreadyExists, Forbidden, KubeError
+from k8s.errors import Forbidden, KubeError
 
 from . import expiry
 from .binding import CredentialIdentity, binding_digest, cursor_to_present
@@ -42,29 +41,18 @@ from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
 from .pacing import pause_instance, pause_left, wait_for_token
 from .ports import Cluster, CoordinationStore, SecretObject
 from .reports import remember_capabilities
-from .rollout import Workload, patches_needed, rollout_condition, stalled, unlisted_condition
+from .rollout_steps import RolloutFinding, roll_out, with_rollout
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
 from .settings import LEASE_NAME, OperatorSettings
 from .spec import SecretSpec, SpecInvalid, parse_spec
-from .stamp import STAMP_ROOT_BYTES, compute_stamp, empty_content_stamp, target_key
+from .stamp import compute_stamp, empty_content_stamp, target_key
+from .stamp_root import StampRootUnavailable, read_stamp_root
 from .status import desired_status, status_differs
 
 log = logging.getLogger(__name__)
 
 ORPHAN_FINALIZER = "hikyo.dev/orphan"
-STAMP_ROOT_SECRET = "hikyo-operator-stamp-root"
-STAMP_ROOT_KEY = "root"
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
-
-
-@dataclass(frozen=True)
-class _Rollout:
-    """What S4.9 step 2 found: the Rollout condition to set (None removes it), and whether a
-    stamp patch failed; ``unknown`` leaves the stored condition as it is."""
-
-    condition: Condition | None = None
-    patch_failed: bool = False
-    unknown: bool = False
 
 
 class _Stop(Exception):
@@ -422,44 +410,11 @@ class _Run:
             )
 
     def _stamp_root(self) -> bytes:
-        """R12 (S6.3): read uncached; create only when no CR holds a stamp, or on opt-in."""
-        namespace = self.settings.operator_namespace
-        secret = self.cluster.get_secret(namespace, STAMP_ROOT_SECRET)
-        if secret is None:
-            if (
-                not self.settings.allow_stamp_root_reset
-                and self.cluster.any_hikyosecret_has_stamp()
-            ):
-                raise _Stop(
-                    failure(
-                        "stamp root missing: restore Secret "
-                        f"{namespace}/{STAMP_ROOT_SECRET}, or set "
-                        "HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true to accept one restart of every "
-                        "opted-in workload"
-                    )
-                )
-            try:
-                secret = self.cluster.create_secret(
-                    SecretObject(
-                        namespace=namespace,
-                        name=STAMP_ROOT_SECRET,
-                        data={STAMP_ROOT_KEY: os.urandom(STAMP_ROOT_BYTES)},
-                    )
-                )
-            except AlreadyExists:
-                secret = self.cluster.get_secret(namespace, STAMP_ROOT_SECRET)
-            if secret is None:
-                raise _Stop(failure("stamp root could not be created"))
-        root = secret.data.get(STAMP_ROOT_KEY, b"")
-        if len(root) != STAMP_ROOT_BYTES:
-            raise _Stop(
-                failure(
-                    f"stamp root Secret {namespace}/{STAMP_ROOT_SECRET} holds {len(root)} "
-                    "bytes, not "
-                    f"{STAMP_ROOT_BYTES}; it is never replaced automatically"
-                )
-            )
-        return root
+        """R12 (S6.3)."""
+        try:
+            return read_stamp_root(self.cluster, self.settings)
+        except StampRootUnavailable as error:
+            raise _Stop(failure(str(error))) from None
 
     def _eligible_cursor(
         self, spec: SecretSpec, target: SecretObject | None, key: bytes, binding: str
@@ -565,7 +520,7 @@ class _Run:
             )
             stamp = (self.cr.get("status") or {}).get("stamp")
             if stamp:  # R16: read-only S6.5, no patches and no event (S4.17)
-                outcome = _with_rollout(outcome, self._roll_out(spec, stamp, patch=False))
+                outcome = with_rollout(outcome, self._roll_out(spec, stamp, patch=False))
         else:
             outcome = self._full_delivery(spec, delivery, target, key, binding)
         outcome.conditions = {**findings.conditions, **outcome.conditions}
@@ -668,7 +623,7 @@ class _Run:
             wrote_secret=changed,
         )
         rollout = self._roll_out(spec, status["stamp"], patch=True)  # S4.9 step 2
-        return _with_rollout(outcome, rollout, warn=True)
+        return with_rollout(outcome, rollout, warn=True)
 
     def _not_found(self, spec: SecretSpec, cursor: str | None, key: bytes, binding: str) -> Outcome:
         """S4.10.0: act on an authoritative 404 only when a second, cursor-less one confirms it."""
@@ -750,62 +705,20 @@ class _Run:
         )
         # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
         rollout = self._roll_out(spec, outcome.status["stamp"], patch=True)
-        return _with_rollout(outcome, rollout, warn=True)
+        return with_rollout(outcome, rollout, warn=True)
 
     # -- S4.9 step 2: rollouts (S6) ----------------------------------------------------------
 
-    def _roll_out(self, spec: SecretSpec, stamp: str, *, patch: bool) -> _Rollout:
-        """S6.4 (when ``patch``), then S6.5 over the opted-in workloads not patched now.
-
-        Off without ``triggerRollouts``: no list, no patch, no Rollout condition (S6.6). A 403
-        goes to S4.15 like any other Kubernetes call made for the CR.
-        """
-        if not self.settings.trigger_rollouts:
-            return _Rollout()
-        try:
-            workloads = self.cluster.list_workloads(spec.namespace)
-        except Forbidden:
-            raise
-        except KubeError as error:
-            log.warning("workloads for %s/%s not listed: %s", self.namespace, self.name, error)
-            if patch:  # nothing could be patched: a patch failure (S4.9)
-                return _Rollout(unlisted_condition(), patch_failed=True)
-            return _Rollout(unknown=True)  # informational only: keep what is stored
-        failed = self._patch_stamps(spec, workloads, stamp) if patch else []
-        store = self.engine.store
-        before = store.stall_first_seen(spec.uid)
-        not_progressed, first_seen = stalled(
-            workloads, spec.target_name, stamp, before, self.engine.wall_seconds()
+    def _roll_out(self, spec: SecretSpec, stamp: str, *, patch: bool) -> RolloutFinding:
+        return roll_out(
+            self.cluster,
+            self.engine.store,
+            self.settings,
+            spec,
+            stamp,
+            patch=patch,
+            now=self.engine.wall_seconds(),
         )
-        if first_seen != before:
-            store.set_stall_first_seen(spec.uid, first_seen)
-        return _Rollout(rollout_condition(not_progressed, failed), patch_failed=bool(failed))
-
-    def _patch_stamps(self, spec: SecretSpec, workloads: list[Workload], stamp: str) -> list[str]:
-        """S6.4: patch each opted-in workload whose stamp differs; returns the failed ones."""
-        failed: list[str] = []
-        for workload in patches_needed(workloads, spec.target_name, stamp):
-            try:
-                self.cluster.patch_workload_stamp(
-                    workload.kind,
-                    spec.namespace,
-                    workload.name,
-                    spec.target_name,
-                    stamp,
-                    uid=workload.uid,
-                )
-            except Forbidden:
-                raise
-            except KubeError as error:
-                log.warning(
-                    "stamp of %s for %s/%s not patched: %s",
-                    workload.ref,
-                    self.namespace,
-                    self.name,
-                    error,
-                )
-                failed.append(workload.ref)
-        return failed
 
     # -- S4.15 and the status write --------------------------------------------------------
 
@@ -867,21 +780,6 @@ class _Run:
             return written
         result.status_written = True
         return outcome
-
-
-def _with_rollout(outcome: Outcome, rollout: _Rollout, *, warn: bool = False) -> Outcome:
-    """Folds S4.9 step 2 into an outcome: a failed patch keeps what the outcome says about the
-    Secret (``Synced=True/Delivered``, or ``Scrubbed``), clears the cursor and backs off so the
-    next, full reconcile retries it. ``warn``: a Stalled event, on the delivery path (S5.5)."""
-    if rollout.unknown:
-        return outcome
-    outcome.conditions[ROLLOUT] = rollout.condition
-    if rollout.condition is not None and warn:
-        outcome.events.append(Event("Warning", rollout.condition.reason, rollout.condition.message))
-    if rollout.patch_failed:
-        outcome.requeue = Requeue.BACKOFF
-        outcome.clearing_cursor()
-    return outcome
 
 
 def _paced(reason: str, delay: float) -> Outcome:
