@@ -12,6 +12,17 @@ from django.db import models
 from .managers import ReconcileRunManager
 
 
+class AboutHikyoSecret(models.Model):
+    """The snapshot of which HikyoSecret a row is about (by UID, with its name at the time)."""
+
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+
+    class Meta:
+        abstract = True
+
+
 class TrackedObject(models.Model):
     """The latest known state of one HikyoSecret (by UID)."""
 
@@ -37,12 +48,9 @@ class TrackedObject(models.Model):
         return f"{self.namespace}/{self.name}"
 
 
-class ReconcileRun(models.Model):
+class ReconcileRun(AboutHikyoSecret):
     """One reconcile that changed or failed something (unchanged runs only bump counters)."""
 
-    uid = models.CharField(max_length=64, db_index=True)
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
     reason = models.CharField(max_length=64)
@@ -63,12 +71,9 @@ class ReconcileRun(models.Model):
         return f"{self.namespace}/{self.name} {self.reason} at {self.started_at:%Y-%m-%d %H:%M:%S}"
 
 
-class ConditionChange(models.Model):
+class ConditionChange(AboutHikyoSecret):
     """A condition that appeared, changed status or reason, or disappeared."""
 
-    uid = models.CharField(max_length=64, db_index=True)
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
     at = models.DateTimeField()
     type = models.CharField(max_length=64)
     old_status = models.CharField(max_length=16, blank=True)
@@ -84,12 +89,9 @@ class ConditionChange(models.Model):
         return f"{self.type}: {self.old_reason or '-'} -> {self.new_reason or '-'}"
 
 
-class EventRecord(models.Model):
+class EventRecord(AboutHikyoSecret):
     """An event the operator emitted on a HikyoSecret."""
 
-    uid = models.CharField(max_length=64, db_index=True)
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
     at = models.DateTimeField()
     type = models.CharField(max_length=16)
     reason = models.CharField(max_length=64)
@@ -102,13 +104,10 @@ class EventRecord(models.Model):
         return f"{self.type} {self.reason}"
 
 
-class StatusReport(models.Model):
+class StatusReport(AboutHikyoSecret):
     """One status-report attempt (S7): when, the HTTP status, the conditions sent. Nothing else:
     the body holds no values, and the token and answer body are never kept."""
 
-    uid = models.CharField(max_length=64, db_index=True)
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
     at = models.DateTimeField()
     http_status = models.PositiveSmallIntegerField(null=True)
     outcome = models.CharField(max_length=64)
