@@ -73,6 +73,8 @@ class Watcher(threading.Thread):
                 log.info("%s: resourceVersion expired, relisting", self.resource.description)
                 resource_version = None
             except Exception as error:  # API down, store down (on_event), anything: retry
+                if self.stop_event.is_set():
+                    return  # stopped meanwhile (leadership ended, shutdown): nothing to say
                 status = getattr(error, "status", None)
                 if status == 410:
                     resource_version = None
