@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import RedisServer, locate_redis_server
+
 SKIP_INTEGRATION = os.environ.get("HIKYO_SKIP_INTEGRATION") == "1"
 
 
@@ -24,3 +26,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason="HIKYO_SKIP_INTEGRATION=1"))
     # The canary sweep inspects what every other test left behind, so it runs last.
     items.sort(key=lambda item: item.get_closest_marker("sweep") is not None)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory):
+    """One private redis-server per session (keyed-queue contract and end-to-end tests)."""
+    binary = locate_redis_server(SKIP_INTEGRATION)
+    server = RedisServer(tmp_path_factory.mktemp("redis"), binary).start()
+    yield server
+    server.stop()

@@ -22,7 +22,6 @@ from devserver import DevServer
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
 from k8s.localcluster import LocalControlPlane, locate_binaries
-from tests.support.processes import RedisServer
 from tests.support.world import World
 from workers.engine.clients import ClientCache
 from workers.engine.reconcile import Engine
@@ -183,11 +182,3 @@ def _capture_all_logs() -> Iterator[None]:
     yield
     root.removeHandler(handler)
     root.setLevel(previous)
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
-    """A private redis-server; fails with a clear message when the binary is missing."""
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.stop()

@@ -16,7 +16,7 @@ from kubernetes import client
 from devserver import Fault
 from tests.support.factories import GROUP, VERSION
 from tests.support.operator_harness import Operator, assert_serialized, populate, ready_count
-from tests.support.processes import RedisServer
+from tests.support.processes import RedisServer, locate_redis_server
 from tests.support.waiting import wait_for
 from tests.support.world import World, canary
 
@@ -72,7 +72,7 @@ def test_worker_killed_mid_reconcile_loses_nothing(world, kubeconfig, redis_serv
 def test_redis_restarted_empty_then_everything_converges(world, kubeconfig, tmp_path):
     """S8.4: the leader finds the store lost and re-enqueues every CR; meanwhile /readyz and the
     log say what is wrong; workers reconnect by themselves."""
-    server = RedisServer(tmp_path / "redis").start()
+    server = RedisServer(tmp_path / "redis", locate_redis_server(False)).start()
     operator = Operator(tmp_path, kubeconfig, server.url)
     try:
         populate(world, 10)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from tests.queue.redis_server import RedisServer, locate_redis_server
+from tests.support.processes import RedisServer
 
 # The contract suite lives outside a test module; keep pytest's assertion messages for it.
 pytest.register_assert_rewrite("tests.queue.contract")
-
-SKIP_INTEGRATION = os.environ.get("HIKYO_SKIP_INTEGRATION") == "1"
 
 
 class FakeClock:
@@ -33,19 +30,6 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One private redis-server per session: loopback, free port, no persistence, temp dir."""
-    server = RedisServer(
-        binary=locate_redis_server(SKIP_INTEGRATION), directory=tmp_path_factory.mktemp("redis")
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import redis
 from tests.queue.conftest import FakeClock
 from tests.queue.contract import APP, JOB, WEB, KeyedQueueContract
 from tests.queue.hammer import hammer
-from tests.queue.redis_server import locate_redis_server
+from tests.support.processes import locate_redis_server
 from tests.support.waiting import wait_for
 from workers.engine.outcome import Requeue
 from workers.keys import ObjectKey

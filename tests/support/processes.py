@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.support.waiting import wait_for
@@ -85,35 +86,39 @@ class Service:
             return ""
 
 
-class RedisServer(Service):
-    """A private redis-server on a free loopback port; no persistence (a restart loses all)."""
+DEBIAN_REDIS = "/usr/bin/redis-server"
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        if not Path(binary).exists():
-            raise RuntimeError(
-                "redis-server is not installed (apt-get install redis-server); set "
-                "HIKYO_SKIP_INTEGRATION=1 to skip the tests that need it"
-            )
-        self.port = port or free_port()
+
+def locate_redis_server(skip_integration: bool, candidate: str | None = None) -> str:
+    """The ``redis-server`` path; fails with how to fix it, or skips when told to."""
+    path = candidate if candidate is not None else shutil.which("redis-server") or DEBIAN_REDIS
+    if path and os.access(path, os.X_OK):
+        return path
+    message = (
+        f"redis-server not found (looked on PATH and at {DEBIAN_REDIS}); the Redis tests need "
+        "it: apt-get install redis-server, or set HIKYO_SKIP_INTEGRATION=1 to skip"
+    )
+    if skip_integration:
+        pytest.skip(message)
+    pytest.fail(message, pytrace=False)
+
+
+class RedisServer(Service):
+    """A private redis-server on a free loopback port; no persistence, so a restart (stop then
+    start, same port) comes back empty."""
+
+    def __init__(self, directory: Path, binary: str = DEBIAN_REDIS) -> None:
+        self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         super().__init__(
             "redis",
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(directory),
-            ],
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(directory)],
             directory / "redis.log",
-        )
+        )  # fmt: skip
+
+    def client(self, **options: object) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **options)  # type: ignore[arg-type]
 
     @property
     def url(self) -> str:
