@@ -1,13 +1,35 @@
-"""Building the ApiClient: a kubeconfig when given, else in-cluster, else the default file."""
+"""Building the ApiClient: a kubeconfig when given, else in-cluster, else the default file.
+
+Every request is bounded (issue: an apiserver that accepts a connection and never answers
+must not hold a run, and so its key, for ever): a request that names no timeout of its own gets
+``(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)``; watches name theirs (server-side
+timeout plus a client read timeout, ``k8s/watch.py``). Writes carry the field manager
+``hikyo-operator``: the apiserver takes it from the User-Agent when a request names none.
+"""
 
 from __future__ import annotations
 
+from importlib import metadata
+from typing import Any
+
 from kubernetes import client, config
+from urllib3.util.retry import Retry
 
-REQUEST_TIMEOUT_SECONDS = 30
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 30.0
+FIELD_MANAGER = "hikyo-operator"
 
 
-def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+def api_client(
+    kubeconfig: str | None = None,
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+    read_timeout: float = REQUEST_TIMEOUT_SECONDS,
+) -> client.ApiClient:
+    return bounded(_unbounded(kubeconfig), connect_timeout, read_timeout)
+
+
+def _unbounded(kubeconfig: str | None) -> client.ApiClient:
     if kubeconfig:
         return config.new_client_from_config(config_file=kubeconfig)
     try:
@@ -16,3 +38,31 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
         return client.ApiClient(configuration)
     except config.ConfigException:
         return config.new_client_from_config()
+
+
+def bounded(api: client.ApiClient, connect_timeout: float, read_timeout: float) -> client.ApiClient:
+    """Gives every request of ``api`` a default (connect, read) timeout and our field manager."""
+    rest = api.rest_client
+    # urllib3's default retries a timed-out GET three more times: a silent apiserver would hold
+    # a run four read timeouts long. Connection failures are retried; timed-out reads are not.
+    rest.pool_manager.connection_pool_kw["retries"] = Retry(
+        total=2, connect=2, read=0, status=0, redirect=False
+    )
+    rest.pool_manager.clear()
+    send = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("_request_timeout"):
+            kwargs["_request_timeout"] = (connect_timeout, read_timeout)
+        return send(method, url, *args, **kwargs)
+
+    rest.request = request
+    api.user_agent = f"{FIELD_MANAGER}/{_version()}"
+    return api
+
+
+def _version() -> str:
+    try:
+        return metadata.version("hikyo-operator")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "dev"

@@ -148,3 +148,22 @@ class LeaderElector(threading.Thread):
                 self.api.replace_namespaced_lease(self.lease_name, self.namespace, lease)
         except Exception as error:
             log.info("releasing the lease failed: %s", type(error).__name__)
+
+
+def live_holder(
+    api_client: client.ApiClient, namespace: str, now: datetime, name: str = LEASE_NAME
+) -> str | None:
+    """Who holds the leader Lease by its own record (renewTime + leaseDurationSeconds still
+    ahead of ``now``), or None when nobody does. For one-off commands that must not run beside
+    a live operator; the elector itself never trusts these timestamps (clock skew)."""
+    try:
+        lease = client.CoordinationV1Api(api_client).read_namespaced_lease(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    spec = lease.spec
+    if spec is None or not spec.holder_identity or spec.renew_time is None:
+        return None
+    expires = spec.renew_time.timestamp() + (spec.lease_duration_seconds or 0)
+    return spec.holder_identity if expires > now.timestamp() else None

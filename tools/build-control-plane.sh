@@ -8,6 +8,11 @@
 #
 # A stamp file (hash of the wrapper go.mod/go.sum, ldflags and `go version`)
 # makes a warm run a no-op.
+#
+# A cold build takes many minutes, so it reports on stderr which component is
+# building and how far along it is (packages compiled of the total, elapsed
+# time) every HIKYO_BUILD_PROGRESS_SECONDS (default 20; 0 turns the ticker off).
+# stdout carries only the binaries directory, on its last line.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -62,26 +67,102 @@ if ! (cd "$here/etcd" && go mod download -x go.etcd.io/etcd/server/v3 >/dev/null
   fail "cannot download Go modules (GOPROXY=$(go env GOPROXY)): $(tail -n 1 "$DEVCACHE/probe.log"); $hint"
 fi
 
-build() {  # build <module dir> <go build args...>
-  local dir=$1; shift
-  local log="$DEVCACHE/build-$(basename "$dir").log"
-  local t0=$SECONDS
-  if ! (cd "$dir" && go build -p 2 -trimpath "$@") >"$log" 2>&1; then
-    tail -n 20 "$log" >&2
-    fail "go build in tools/$(basename "$dir") failed (full log: $log); $hint"
+progress_every=${HIKYO_BUILD_PROGRESS_SECONDS:-20}
+[[ "$progress_every" =~ ^[0-9]+([.][0-9]+)?$ ]] ||
+  fail "HIKYO_BUILD_PROGRESS_SECONDS=$progress_every is not a number of seconds"
+
+took() {  # took <t0>: elapsed since t0 as people read it ("45 s", "5 min 20 s")
+  local s=$((SECONDS - $1))
+  if ((s < 60)); then echo "$s s"; else echo "$((s / 60)) min $((s % 60)) s"; fi
+}
+
+compiled=0
+count_compiled() {  # count_compiled <log>: sets $compiled to the package lines `go build -v` wrote
+  # Plain bash over the file, no pipeline: nothing here can SIGPIPE under pipefail.
+  # Import paths have no spaces; go's own notes ("go: downloading ...") and errors do.
+  local line n=0
+  if [[ -f "$1" ]]; then
+    while IFS= read -r line || [[ -n "$line" ]]; do
+      if [[ -n "$line" && "$line" != *" "* ]]; then n=$((n + 1)); fi
+    done <"$1"
   fi
-  echo "built tools/$(basename "$dir") in $((SECONDS - t0)) s" >&2
+  compiled=$n
+}
+
+# The ticker is a background subshell; every exit path (success, fail, set -e, INT,
+# TERM) stops and reaps it, so no stray process outlives the script.
+ticker_pid=
+stop_ticker() {
+  [[ -n "$ticker_pid" ]] || return 0
+  kill "$ticker_pid" 2>/dev/null || true
+  wait "$ticker_pid" 2>/dev/null || true
+  ticker_pid=
+}
+trap 'rc=$?; stop_ticker; exit "$rc"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_ticker() {  # start_ticker <label> <t0> <log or ""> <total or "">: a line every $progress_every s
+  if [[ "$progress_every" =~ ^0*([.]0*)?$ ]]; then return 0; fi
+  local label=$1 t0=$2 log=$3 total=$4 parent=$$
+  (
+    set +e  # a failed report must not end the ticker early; it only ever writes stderr
+    # jobs -p, not a saved $!: TERM may land between starting the sleep and saving its pid.
+    # Waiting for the sleep means that once the ticker is reaped, nothing of it is left.
+    trap 'kill $(jobs -p) 2>/dev/null; wait; exit 0' TERM
+    while :; do
+      # Sleep in the background and wait on it, so TERM interrupts at once and the
+      # trap ends the sleep instead of orphaning it.
+      sleep "$progress_every" &
+      wait $!
+      kill -0 "$parent" 2>/dev/null || exit 0  # the script was SIGKILLed: do not linger
+      if [[ -z "$log" ]]; then
+        echo "building $label: downloading modules and listing packages, $(took "$t0") elapsed" >&2
+      else
+        count_compiled "$log"
+        echo "building $label: $compiled${total:+ of $total} packages compiled, $(took "$t0") elapsed" >&2
+      fi
+    done
+  ) &
+  ticker_pid=$!
+}
+
+build() {  # build <label> <log name> <module dir> <-o target> <ldflags> <packages...>
+  local label=$1 name=$2 dir=$3 out=$4 flags=$5; shift 5
+  local log="$DEVCACHE/build-$name.log" t0=$SECONDS total=
+  echo "building $label from tools/$(basename "$dir") (a cold build takes minutes)..." >&2
+  : >"$log"
+  # The package total comes from `go list -deps` (std included, as `go build -v` lists
+  # them); on a cold cache this step downloads the modules, so it gets a ticker too.
+  start_ticker "$label" "$t0" "" ""
+  if (cd "$dir" && go list -deps "$@") >"$log.deps" 2>>"$log"; then
+    local line n=0
+    while IFS= read -r line; do n=$((n + 1)); done <"$log.deps"
+    total=$n
+  fi  # no total is fine: the build below reports the real error, if any
+  stop_ticker
+  start_ticker "$label" "$t0" "$log" "$total"
+  if ! (cd "$dir" && go build -p 2 -trimpath -v -ldflags "$flags" -o "$out" "$@") >>"$log" 2>&1; then
+    stop_ticker
+    tail -n 20 "$log" >&2
+    fail "go build of $label in tools/$(basename "$dir") failed (full log: $log); $hint"
+  fi
+  stop_ticker
+  count_compiled "$log"
+  echo "built $label in $(took "$t0") ($compiled${total:+ of $total} packages compiled)" >&2
 }
 
 rm -f "$BIN/.stamp"
-build "$here/etcd" -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
-build "$here/etcd" -ldflags "-s -w" -o "$BIN/etcdctl" go.etcd.io/etcd/etcdctl/v3
-build "$here/k8s" -ldflags "$ldflags" -o "$BIN/" \
+build etcd etcd "$here/etcd" "$BIN/etcd" "-s -w" go.etcd.io/etcd/server/v3
+build etcdctl etcdctl "$here/etcd" "$BIN/etcdctl" "-s -w" go.etcd.io/etcd/etcdctl/v3
+build "kube-apiserver, kube-controller-manager, kubectl" k8s "$here/k8s" "$BIN/" "$ldflags" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 
 got=$("$BIN/kube-apiserver" --version)
 [[ "$got" == "Kubernetes $K8S_VERSION" ]] || fail "kube-apiserver reports '$got', expected 'Kubernetes $K8S_VERSION'"
-"$BIN/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" || fail "etcd does not report ${ETCD_VERSION}"
+# Captured, not piped into grep -q: under pipefail an early-exiting reader SIGPIPEs etcd.
+etcd_says=$("$BIN/etcd" --version)
+[[ "$etcd_says" == *"etcd Version: ${ETCD_VERSION#v}"* ]] || fail "etcd does not report ${ETCD_VERSION}"
 echo "$stamp" >"$BIN/.stamp"
 echo "$got; etcd ${ETCD_VERSION}" >&2
 echo "$BIN"

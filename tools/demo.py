@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import TracebackType
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -48,6 +49,42 @@ NAMESPACE = "hikyo-demo"
 TOKEN = "hik_demo_" + base64.b32encode(os.urandom(10)).decode().lower()
 
 
+class _Phase:
+    """Prints "<name>: <doing>..." when made and "<name>: <done> in 4.1 s" at its end.
+
+    A demo's slow steps (a cold build is many minutes) must never look like a hang. Use it
+    as a context manager (setting ``done``), or call ``end()`` where the step ends.
+    """
+
+    def __init__(self, name: str, doing: str) -> None:
+        self.name, self.done = name, "ready"
+        print(f"{name}: {doing}...", flush=True)
+        self._started = time.monotonic()
+
+    def end(self, done: str | None = None) -> None:
+        took = time.monotonic() - self._started
+        print(f"{self.name}: {done or self.done} in {took:.1f} s", flush=True)
+
+    def __enter__(self) -> _Phase:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is None:
+            self.end()
+        else:
+            took = time.monotonic() - self._started
+            print(f"{self.name}: failed after {took:.1f} s", flush=True)
+
+
+def _relay(line: str) -> None:
+    print(f"  {line}", flush=True)  # the build script's progress, indented under its phase
+
+
 def _ensure_namespace(core: client.CoreV1Api, name: str) -> None:
     try:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
@@ -71,24 +108,35 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("urllib3", "kubernetes", "devserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    call_command("migrate", verbosity=0)
+    with _Phase("database", "applying migrations"):
+        call_command("migrate", verbosity=0)
 
     cluster = None
     kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        print("starting a local control plane (first run builds it: several minutes)...")
-        cluster = LocalControlPlane(locate_binaries(), Path(tempfile.mkdtemp(prefix="hikyo-")))
-        cluster.start()
+    if kubeconfig:
+        print(f"control plane: using KUBECONFIG={kubeconfig}", flush=True)
+    else:
+        with _Phase("control plane binaries", "locating (a first run builds them: many minutes)"):
+            binaries = locate_binaries(progress=_relay)
+        cluster = LocalControlPlane(binaries, Path(tempfile.mkdtemp(prefix="hikyo-")))
+        with _Phase("control plane", "starting etcd, kube-apiserver, kube-controller-manager") as p:
+            cluster.start()
+            p.done = f"ready at {cluster.server}"
         kubeconfig = str(cluster.kubeconfig)
     api = config.new_client_from_config(config_file=kubeconfig)
-    install_crds(api)
+    with _Phase("CRDs", "installing") as p:
+        install_crds(api)
+        p.done = "installed"
     core = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
     operator_namespace = settings.HIKYO_OPERATOR.operator_namespace
     _ensure_namespace(core, operator_namespace)
     _ensure_namespace(core, NAMESPACE)
 
+    devserver = _Phase("devserver", "starting the reference Hikyo server")
     with DevServer() as hikyo:
+        devserver.end(f"ready at {hikyo.url}")
+        samples = _Phase("sample objects", "publishing values; creating HikyoInstance, HikyoSecret")
         org, project, environment = new_id("org"), new_id("prj"), new_id("env")
         hikyo.publish(
             org,
@@ -165,6 +213,7 @@ def main() -> int:
                 }
             },
         )
+        samples.end(f"created (HikyoInstance {instance}, HikyoSecret {NAMESPACE}/demo)")
 
         runtime = Runtime(
             settings=settings.HIKYO_OPERATOR,
@@ -174,25 +223,35 @@ def main() -> int:
             record=BackgroundRecorder(),
         )
         operator = OperatorProcess(runtime, leader_election=settings.HIKYO_OPERATOR.leader_election)
-        operator.start()
-        print(f"embedded operator running; watching HikyoSecret {NAMESPACE}/demo")
+        with _Phase("operator", "starting the embedded operator") as p:
+            operator.start()
+            p.done = f"running, watching HikyoSecret {NAMESPACE}/demo"
+        ready = "Unknown"  # so a Ctrl-C before delivery still exits cleanly (non-zero)
         try:
+            delivery = _Phase("delivery", f"waiting for HikyoSecret {NAMESPACE}/demo to be Ready")
             ready = _wait_ready(custom, timeout=120)
-            secret = core.read_namespaced_secret("demo-env", NAMESPACE)
-            print(
-                f"Secret {NAMESPACE}/demo-env delivered with keys {sorted(secret.data)}; "
-                f"HikyoSecret Ready={ready}"
-            )
-            if cluster is not None:
-                print(f"kubeconfig: {kubeconfig}  (kubectl get hksec -A)")
+            if ready == "True":
+                secret = core.read_namespaced_secret("demo-env", NAMESPACE)
+                delivery.end(
+                    f"delivered Secret {NAMESPACE}/demo-env (keys {sorted(secret.data)}; "
+                    f"HikyoSecret Ready={ready})"
+                )
+            else:
+                delivery.end(f"NOT delivered: HikyoSecret Ready={ready} after waiting")
+            if cluster is not None and not options.once:  # --once stops it right away
+                print(f"kubeconfig: {kubeconfig}  (kubectl get hksec -A)", flush=True)
             if not options.once:
                 threading.Event().wait()
         except KeyboardInterrupt:
             pass
         finally:
-            operator.stop()
+            with _Phase("operator", "stopping") as p:
+                operator.stop()
+                p.done = "stopped"
             if cluster is not None:
-                cluster.stop()
+                with _Phase("control plane", "stopping") as p:
+                    cluster.stop()
+                    p.done = "stopped"
     return 0 if ready == "True" else 1
 
 

@@ -32,26 +32,38 @@ class Dispatcher(threading.Thread):
         on_store_lost: Callable[[], None] = lambda: None,
         stale_after: float = STALE_AFTER_SECONDS,
         tick: float = TICK_SECONDS,
+        housekeeping_every: float = STALE_CHECK_EVERY,
+        what: str = "keyed-queue",
     ) -> None:
-        super().__init__(name="dispatcher", daemon=True)
+        super().__init__(name=f"{what} dispatcher", daemon=True)
+        self.what = what
         self.queue, self.submit, self.stop_event = queue, submit, stop
         self.capacity, self.stale_after, self.tick = capacity, stale_after, tick
+        self.housekeeping_every = housekeeping_every
         self.on_store_lost = on_store_lost
         self.dispatched = 0
+        self.housekept = 0  # housekeeping rounds done (tests wait on it)
         self.store_error: str | None = None  # shown by /readyz while the store is unreachable
+        self._marked = False
 
     def run(self) -> None:
         last_stale_check = time.monotonic()
         while not self.stop_event.is_set():
             try:
+                if not self._marked:
+                    # S8.4: this term's marker. A store that is merely new (a fresh process, an
+                    # empty reports queue) is no loss: the watches' initial lists fill it.
+                    self.queue.mark_generation()
+                    self._marked = True
                 free = self.capacity()
                 tickets = self.queue.take_due(limit=free) if free > 0 else []
                 for ticket in tickets:
                     self.submit(ticket)
                     self.dispatched += 1
-                if time.monotonic() - last_stale_check > STALE_CHECK_EVERY:
+                if time.monotonic() - last_stale_check > self.housekeeping_every:
                     last_stale_check = time.monotonic()
                     self._housekeeping()
+                    self.housekept += 1
             except Exception as error:
                 # The queue store (Redis) may be down: say so once, keep trying, lose nothing.
                 described = f"{type(error).__name__}: {error}"
@@ -71,5 +83,5 @@ class Dispatcher(threading.Thread):
         if again:
             log.warning("%d dispatched keys never finished; due again", again)
         if not self.queue.mark_generation():  # S8.4: the store came back empty
-            log.warning("keyed-queue store was lost; re-enqueueing every HikyoSecret in reach")
+            log.warning("%s store was lost; re-enqueueing every HikyoSecret in reach", self.what)
             self.on_store_lost()

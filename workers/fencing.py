@@ -1,15 +1,13 @@
-"""S4.1.4: before each Kubernetes write, check that this run still holds its per-key lock and
-is within its 90 s deadline; otherwise abort without writing (the next run repairs, S4.9)."""
+"""S4.1.4: before each Kubernetes write, ask whether this run may still write (its per-key lock
+is held, it is within its 90 s deadline, and in embedded mode this process still leads);
+otherwise abort without writing (the next run repairs, S4.9)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from k8s.errors import FenceLost
-
-DEADLINE_SECONDS = 90.0
 
 # The Cluster methods that write; reads pass straight through.
 WRITES = frozenset(
@@ -24,21 +22,16 @@ WRITES = frozenset(
     }
 )
 
+# Why a run may no longer write, or None when it may.
+Fence = Callable[[], str | None]
+
 
 class FencedCluster:
-    """A Cluster proxy whose writes first ask ``still_held()`` and check the deadline."""
+    """A Cluster proxy whose writes first ask ``fence()``; a reason means abort unwritten."""
 
-    def __init__(
-        self,
-        cluster: Any,
-        still_held: Callable[[], bool],
-        deadline_seconds: float = DEADLINE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, cluster: Any, fence: Fence) -> None:
         self._cluster = cluster
-        self._still_held = still_held
-        self._clock = clock
-        self._deadline = clock() + deadline_seconds
+        self._fence = fence
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._cluster, name)
@@ -46,10 +39,9 @@ class FencedCluster:
             return attribute
 
         def fenced(*args: Any, **kwargs: Any) -> Any:
-            if self._clock() > self._deadline:
-                raise FenceLost(name, "reconcile deadline of 90 s passed")
-            if not self._still_held():
-                raise FenceLost(name, "per-key lock no longer held")
+            lost = self._fence()
+            if lost is not None:
+                raise FenceLost(name, lost)
             return attribute(*args, **kwargs)
 
         return fenced

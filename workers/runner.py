@@ -8,7 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+from redis.exceptions import RedisError
 from urllib3.exceptions import HTTPError
 
 from k8s.errors import KubeError
@@ -16,68 +18,138 @@ from k8s.errors import KubeError
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
 from .keys import ObjectKey
-from .queue.base import Priority
+from .queue.base import KeyedQueue, Lock, Priority
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 LOCK_TTL_SECONDS = 120.0
 RENEW_EVERY_SECONDS = 30.0
+DEADLINE_SECONDS = 90.0  # S4.1.4: past it a run writes nothing more and its key is released
 
 
-class _Renewer(threading.Thread):
-    def __init__(self, runtime: Runtime, lock: object) -> None:
+class _RunGuard(threading.Thread):
+    """One run's lock: renewed every 30 s until the 90 s deadline, then the run is abandoned
+    (S4.1.4). An abandoned run may still be inside a request, but it writes nothing more and
+    its key is released with backoff at once, so another worker takes it without waiting for
+    the lock to expire. Exactly one of the run and this guard settles the key."""
+
+    def __init__(
+        self,
+        queue: KeyedQueue,
+        lock: Lock,
+        *,
+        deadline: float = DEADLINE_SECONDS,
+        renew_every: float = RENEW_EVERY_SECONDS,
+        ttl: float = LOCK_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(name="lock-renewer", daemon=True)
-        self.runtime, self.lock = runtime, lock
+        self.queue, self.lock, self.ttl, self.clock = queue, lock, ttl, clock
+        self.deadline, self.renew_every = deadline, renew_every
+        self.deadline_at = clock() + deadline
         self.done = threading.Event()
-        self.lost = False
+        self.lost: str | None = None
+        self.abandoned = False  # settled by this guard at the deadline
+        self._settled = False
+        self._settling = threading.Lock()
 
     def run(self) -> None:
-        while not self.done.wait(RENEW_EVERY_SECONDS):
-            if not self.runtime.queue.renew(self.lock, LOCK_TTL_SECONDS):
-                self.lost = True
+        while not self.done.wait(min(self.renew_every, max(self.deadline_at - self.clock(), 0))):
+            if self.clock() >= self.deadline_at:
+                self.lost = f"reconcile deadline of {self.deadline:g} s passed"
+                self.abandoned = self.settle(Requeue.BACKOFF)
+                if self.abandoned:
+                    log.warning(
+                        "reconcile of %s abandoned at its %g s deadline; key released, retried "
+                        "with backoff",
+                        self.lock.key,
+                        self.deadline,
+                    )
                 return
+            try:
+                renewed = self.queue.renew(self.lock, self.ttl)
+            except Exception as error:  # the store is unreachable: the fence checks it too
+                log.warning("renewing the lock of %s failed: %s", self.lock.key, _brief(error))
+                continue
+            if not renewed:
+                self.lost = "per-key lock no longer held"
+                return
+
+    def fence(self) -> str | None:
+        """Why this run may no longer write (S4.1.4), or None."""
+        if self.lost is None and self.clock() >= self.deadline_at:
+            return f"reconcile deadline of {self.deadline:g} s passed"
+        if self.lost is None and not self.queue.holds(self.lock):
+            return "per-key lock no longer held"
+        return self.lost
+
+    def settle(self, requeue: Requeue, **timer: Any) -> bool:
+        """Releases the key and sets its next due time, once; False when already settled."""
+        with self._settling:
+            if self._settled:
+                return False
+            self._settled = True
+        self.queue.finish(self.lock, requeue, **timer)
+        return True
+
+
+def _brief(error: BaseException) -> str:
+    """A store or API error in one line, without bodies (they may echo requests)."""
+    return str(error) if isinstance(error, KubeError) else type(error).__name__
 
 
 def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -> RunResult | None:
     """Returns the run's result, or None when another process holds the key (it is then marked
-    dirty and runs once more after that run)."""
-    queue = runtime.queue
-    lock = queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
+    dirty and runs once more after that run), the run failed, or it was abandoned at its
+    deadline."""
+    lock = runtime.queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
     if lock is None:
         return None
-    renewer = _Renewer(runtime, lock)
-    renewer.start()
+    return run_locked(runtime, lock, forced_full)
+
+
+def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunResult | None:
+    """The run under a lock ``begin`` gave; it settles the key. None when the run failed (one
+    line logged) or was abandoned at its deadline."""
+    queue, key = runtime.queue, lock.key
+    # Module constants read per run, so a test can shorten them.
+    guard = _RunGuard(
+        queue,
+        lock,
+        deadline=DEADLINE_SECONDS,
+        renew_every=RENEW_EVERY_SECONDS,
+        ttl=LOCK_TTL_SECONDS,
+    )
+    guard.start()
     started, clock, wall_start = datetime.now(UTC), time.monotonic(), time.time()
     try:
-        engine = runtime.engine(lambda: not renewer.lost and queue.holds(lock))
+        engine = runtime.engine(guard.fence)
         result = reconcile(engine, key.namespace, key.name, key.uid, forced_full=forced_full)
-    except (KubeError, HTTPError, OSError) as error:
-        # The apiserver is unreachable or failing: one line, back off, the next run repairs.
-        log.warning(
-            "reconcile of %s interrupted: %s",
-            key,
-            error if isinstance(error, KubeError) else type(error).__name__,
-        )
-        queue.finish(lock, Requeue.BACKOFF)
+    except (KubeError, HTTPError, OSError, RedisError) as error:
+        # The apiserver or the store is unreachable or failing: one line, back off, the next
+        # run repairs.
+        log.warning("reconcile of %s interrupted: %s", key, _brief(error))
+        guard.settle(Requeue.BACKOFF)
         return None
     except Exception:
         # Our own bug: log with the key and traceback, back off, go on.
         log.exception("reconcile of %s failed unexpectedly", key)
-        queue.finish(lock, Requeue.BACKOFF)
+        guard.settle(Requeue.BACKOFF)
         return None
     finally:
-        renewer.done.set()
+        guard.done.set()
+    if guard.abandoned:
+        return None  # the guard released the key already; this late result is not recorded
     runtime.record(result, started, time.monotonic() - clock)
     outcome = result.outcome
     if not result.uid:  # gone, or replaced by another object with the same name
-        queue.finish(lock, Requeue.NONE)
+        guard.settle(Requeue.NONE)
         queue.forget(key)
         return result
     if result.status_written and runtime.settings.status_reporting:
         runtime.reports.add(key, priority=Priority.FIRST)  # S7.4: after every status write
-    queue.finish(
-        lock,
+    guard.settle(
         outcome.requeue,
         delay=outcome.delay,
         resync_seconds=result.resync_seconds,

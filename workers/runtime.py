@@ -21,7 +21,7 @@ from .engine.clients import ClientCache
 from .engine.ports import CoordinationStore
 from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
-from .fencing import FencedCluster
+from .fencing import Fence, FencedCluster
 from .queue.base import KeyedQueue
 
 Recorder = Callable[[RunResult, datetime, float], None]
@@ -48,12 +48,23 @@ class Runtime:
     # Embedded mode also fences on the Lease (S4.1.4); workers only on their lock.
     leader_ok: Callable[[], bool] = lambda: True
 
-    def engine(self, still_held: Callable[[], bool] | None = None) -> Engine:
+    def engine(self, fence: Fence | None = None) -> Engine:
         cluster = self.cluster
-        if still_held is not None:
-            cluster = FencedCluster(self.cluster, lambda: still_held() and self.leader_ok())
+        if fence is not None:
+
+            def fence_and_lease() -> str | None:
+                # Each reason named apart: a lost Lease is not a lost lock.
+                lost = fence()
+                if lost is None and not self.leader_ok():
+                    lost = "this process no longer holds the leader Lease"
+                return lost
+
+            cluster = FencedCluster(self.cluster, fence_and_lease)
         store: CoordinationStore = self.queue  # the queue backend is the coordination store
         return Engine(cluster=cluster, store=store, settings=self.settings, client_for=self.clients)
+
+
+REDIS_TIMEOUT_SECONDS = 5.0
 
 
 def require_namespace(settings: OperatorSettings) -> None:
@@ -70,7 +81,14 @@ def build_queue(redis_url: str | None, prefix: str = "hikyo") -> KeyedQueue:
 
         from .queue.redis import RedisQueue
 
-        return RedisQueue(redis.Redis.from_url(redis_url), prefix=prefix)
+        # Bounded: a Redis that accepts and never answers must not hold a run (S8.4).
+        connection = redis.Redis.from_url(
+            redis_url,
+            socket_timeout=REDIS_TIMEOUT_SECONDS,
+            socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+            health_check_interval=30,
+        )
+        return RedisQueue(connection, prefix=prefix)
     from .queue.memory import MemoryQueue
 
     return MemoryQueue()

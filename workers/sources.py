@@ -132,15 +132,27 @@ class EventRouter:
                 self.queue.add(current.key, priority=Priority.FIRST)
             return
         self._schedule_initial(current)  # ADDED, or listed again unchanged
-        if self.reports is not None and initial:
-            # S7.4 heartbeats: a CR with no timer (a new leader, a lost store) reports within P.
-            period = heartbeat_period(current.resync)
-            self.reports.schedule(
-                current.key,
-                delay=self.rng.uniform(0, period),
-                priority=Priority.RESYNC,
-                only_if_unscheduled=True,
-            )
+        if initial:
+            self._schedule_heartbeat(current)
+
+    def _schedule_heartbeat(self, seen: _Seen) -> None:
+        """S7.4 heartbeats: a CR with no timer (a new leader, a lost store) reports within P."""
+        if self.reports is None:
+            return
+        self.reports.schedule(
+            seen.key,
+            delay=self.rng.uniform(0, heartbeat_period(seen.resync)),
+            priority=Priority.RESYNC,
+            only_if_unscheduled=True,
+        )
+
+    def reschedule_reports(self) -> int:
+        """S8.4: the report queue's store was lost: every CR in reach gets its heartbeat timer."""
+        with self._lock:
+            known = list(self._crs.values())
+        for seen in known:
+            self._schedule_heartbeat(seen)
+        return len(known)
 
     def _schedule_initial(self, seen: _Seen) -> None:
         """S4.1.6: healthy CRs spread over min(resyncInterval, 5 min); all others first.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,11 +44,21 @@ def _from_directory(directory: Path) -> Binaries:
     return Binaries(**paths)
 
 
-def locate_binaries(build: bool = True) -> Binaries:
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def locate_binaries(
+    build: bool = True, progress: Callable[[str], None] | None = _to_stderr
+) -> Binaries:
     """Returns the binaries from KUBEBUILDER_ASSETS, or builds them (cached) with the script.
 
-    The build script prints one clear line on stderr when Go, the module proxy or the build
-    fails; that line becomes this exception's message.
+    The script's stderr (which component is building, packages compiled, elapsed time) is
+    relayed line by line to ``progress`` as it arrives (default: this process's stderr;
+    None: silent), so a cold build of many minutes is never a silent wait. The script
+    prints one clear line last on stderr when Go, the module proxy or the build fails;
+    that line becomes this exception's message.
     """
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if assets:
@@ -57,10 +70,39 @@ def locate_binaries(build: bool = True) -> Binaries:
             f"{BUILD_SCRIPT} not found (not a source checkout); set KUBEBUILDER_ASSETS to a "
             "directory with etcd, kube-apiserver, kube-controller-manager and kubectl"
         )
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        raise BinariesUnavailable(lines[-1] if lines else f"{BUILD_SCRIPT} failed")
-    return _from_directory(Path(result.stdout.strip().splitlines()[-1]))
+    returncode, stdout, last_error = _run_build_script(progress)
+    if returncode != 0:
+        raise BinariesUnavailable(last_error or f"{BUILD_SCRIPT} failed")
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise BinariesUnavailable(f"{BUILD_SCRIPT} printed no binaries directory")
+    return _from_directory(Path(lines[-1]))  # the contract: the last stdout line
+
+
+def _run_build_script(progress: Callable[[str], None] | None) -> tuple[int, str, str]:
+    """Runs the script, relaying stderr live; returns (exit code, stdout, last stderr line)."""
+    last = ""
+    # stdout to a file, not a pipe: reading stderr to its end can then never deadlock on a
+    # full stdout pipe.
+    with tempfile.TemporaryFile("w+") as stdout:
+        with subprocess.Popen(
+            ["bash", str(BUILD_SCRIPT)], stdout=stdout, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            assert proc.stderr is not None
+            try:
+                for raw in proc.stderr:
+                    line = raw.rstrip("\n")
+                    if line.strip():
+                        last = line
+                        if progress is not None:
+                            progress(line)
+            except BaseException:
+                # Ctrl-C or a failing callback: stop the script (its traps end its ticker).
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+        stdout.seek(0)
+        return proc.returncode, stdout.read(), last

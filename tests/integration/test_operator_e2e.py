@@ -84,7 +84,13 @@ def test_embedded_mode_converges_and_an_unchanged_resync_writes_nothing(
         before = write_requests(api_client)
         world.devserver.clear_requests()
         window_start = time.time()
-        time.sleep(22)  # two resync periods of 10 s x [0.9, 1.1]
+        # Two resync periods (10 s x [0.9, 1.1]), counted by the runs themselves.
+        wait_for(
+            lambda: _runs_per_cr(operator, window_start, count, at_least=2),
+            timeout=120,
+            interval=1,
+            what="two resyncs of every CR",
+        )
         after = write_requests(api_client)
     finally:
         operator.stop()
@@ -95,7 +101,7 @@ def test_embedded_mode_converges_and_an_unchanged_resync_writes_nothing(
     for uid, _, _, outcome in window:
         assert outcome == "Current"
         per_cr[uid] += 1
-    assert len(per_cr) == count and all(1 <= n <= 3 for n in per_cr.values()), per_cr
+    assert len(per_cr) == count and all(2 <= n <= 4 for n in per_cr.values()), per_cr
     # One conditional fetch per run (a run straddling the window start may add one).
     assert all(r.cursor_present for r in fetches)
     assert len(window) <= len(fetches) <= len(window) + 1
@@ -182,14 +188,31 @@ def test_namespace_scoping_leaves_unlisted_namespaces_alone(
     operator = Operator(tmp_path, kubeconfig, None)
     operator.env["HIKYO_OPERATOR_NAMESPACES"] = f"{world.namespace}, hikyo-system"
     try:
-        populate(world, 2)
+        populate(world, 2, resyncInterval="10s")
         outside.create_credential()
         outside.create_cr("elsewhere")
         operator.start_leader()
         wait_for(lambda: ready_count(world) == 2, timeout=120, what="listed namespace Ready")
-        time.sleep(3)  # give a wrongly scoped operator the chance to touch the other one
+        # First syncs run before periodic resyncs (S4.1.3): once every listed CR has resynced,
+        # a wrongly scoped operator would long since have made the other CR's first sync.
+        wait_for(
+            lambda: _runs_per_cr(operator, 0.0, 2, at_least=2),
+            timeout=120,
+            interval=1,
+            what="a resync of every listed CR",
+        )
         assert outside.status("elsewhere") == {}
         assert outside.target() is None
     finally:
         operator.stop()
         core.delete_namespace(other)
+
+
+def _runs_per_cr(operator: Operator, since: float, count: int, *, at_least: int) -> bool:
+    """True once ``count`` CRs have each finished ``at_least`` runs that started at ``since``
+    or later."""
+    per_cr: dict[str, int] = defaultdict(int)
+    for uid, started, _, _ in operator.runs():
+        if started >= since:
+            per_cr[uid] += 1
+    return len(per_cr) >= count and all(n >= at_least for n in per_cr.values())

@@ -4,8 +4,6 @@ restarted, and a slow Hikyo server that must not hold up other HikyoSecrets."""
 
 from __future__ import annotations
 
-import json
-import time
 import urllib.error
 import urllib.request
 
@@ -19,8 +17,9 @@ from tests.support.operator_harness import Operator, assert_serialized, populate
 from tests.support.processes import RedisServer, locate_redis_server
 from tests.support.waiting import wait_for
 from tests.support.world import World, canary
+from workers.engine.settings import LEASE_NAME
 
-from .conftest import LOCAL_CLUSTER
+from .conftest import LOCAL_CLUSTER, OPERATOR_NAMESPACE
 
 
 def _readyz(port: int) -> tuple[int, str]:
@@ -135,21 +134,32 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
         assert "became leader" not in second.log()
 
         first.kill()
-        killed_at = time.monotonic()
+        last_renewal = _lease(api_client).spec  # a dead holder renews no more
+        assert last_renewal.holder_identity == "operator-a"
         wait_for(
             lambda: "became leader" in second.log(),
             timeout=60,
             interval=0.2,
             what="the standby to take over",
         )
-        takeover = time.monotonic() - killed_at
+        taken = _lease(api_client).spec
         _add_crs(world, 5, 5)
         wait_for(lambda: ready_count(world) == 10, timeout=180, interval=1, what="10 Ready")
     finally:
         operator.stop()
-    # Lease duration 15 s, plus one 2 s retry period of the standby.
-    assert takeover <= 15 + 2 + 1, takeover
-    print(f"leader takeover after {takeover:.1f} s")
+    # S4.1.5: the standby took the Lease over, and only once the dead holder's term had run out
+    # (times as recorded by the apiserver, not measured by this test).
+    assert taken.holder_identity == "operator-b"
+    assert taken.lease_transitions == (last_renewal.lease_transitions or 0) + 1
+    waited = (taken.acquire_time - last_renewal.renew_time).total_seconds()
+    assert waited >= last_renewal.lease_duration_seconds - 1, waited
+    print(f"leader takeover {waited:.1f} s after the last renewal")
+
+
+def _lease(api_client) -> client.V1Lease:
+    return client.CoordinationV1Api(api_client).read_namespaced_lease(
+        LEASE_NAME, OPERATOR_NAMESPACE
+    )
 
 
 @pytest.mark.timeout(600)
@@ -183,7 +193,8 @@ def test_apiserver_restart_watchers_resume_without_missing_a_change(world, kubec
 def test_a_slow_hikyo_server_does_not_hold_up_other_hikyosecrets(
     world, kubeconfig, tmp_path, devserver
 ):
-    """One CR's server hangs (its token is slowed to the client timeout); the others converge."""
+    """One CR's server hangs past the client timeout; the others converge while its first
+    run is still in flight (it has written no condition yet)."""
     operator = Operator(tmp_path, kubeconfig, None)
     slow = World(
         world.api_client, devserver, world.engine, world.namespace, credential="slow-credential"
@@ -195,16 +206,14 @@ def test_a_slow_hikyo_server_does_not_hold_up_other_hikyosecrets(
         slow.create_instance()
         slow.create_credential()
         slow.create_cr("slow", target={"name": "slow-env"})
-        devserver.set_fault(slow.token, Fault.slow(25.0))
+        devserver.set_fault(slow.token, Fault.slow(120.0))
         operator.start_leader()
-        started = time.monotonic()
         wait_for(lambda: ready_count(world) >= 6, timeout=60, interval=0.5, what="6 Ready")
-        elapsed = time.monotonic() - started
+        meanwhile = slow.status("slow")
     finally:
         devserver.clear_fault(slow.token)
         operator.stop()
-    assert elapsed < 25, elapsed
-    assert json.dumps(slow.status("slow")).count("Delivered") == 0
+    assert not meanwhile.get("conditions"), meanwhile
     assert world.custom.get_namespaced_custom_object(
         GROUP, VERSION, world.namespace, "hikyosecrets", "app-0"
     )

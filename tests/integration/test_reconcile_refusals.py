@@ -17,6 +17,7 @@ from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import Engine
+from workers.queue.memory import MemoryQueue
 
 from .conftest import make_engine
 
@@ -710,14 +711,22 @@ def test_a_429_pauses_every_cr_of_that_instance(world, api_client):
 
 
 def test_the_token_bucket_paces_fetches_without_failing(world, api_client):
+    """S4.1.6 on an injected clock: the bucket's time moves only when the run sleeps."""
     world.ready()
+    now = [1000.0]
     slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
     engine = make_engine(api_client, fetch_qps=0.5, fetch_burst=1)
-    engine.sleep = lambda seconds: (slept.append(seconds), time.sleep(seconds))
+    engine.store = MemoryQueue(clock=lambda: now[0])
+    engine.sleep = sleep
     assert world.reconcile(engine=engine).outcome.reason in ("Current", "Delivered")
     assert slept == []
     assert world.reconcile(engine=engine).outcome.reason == "Current"
-    assert slept and 1.5 < slept[0] <= 2.0  # waited for the next token (within 5 s)
+    assert slept == [pytest.approx(2.0)]  # 1 / 0.5 QPS to the next token, well within 5 s
 
     strict = make_engine(api_client, fetch_qps=0.1, fetch_burst=1)  # 10 s to the next token
     strict.sleep = slept.append

@@ -13,7 +13,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -603,15 +602,14 @@ def _stall(handler: BaseHTTPRequestHandler) -> None:
     ],
 )
 def test_whole_request_deadline(server, pki, app):
-    """S3.2: the whole request is bounded, not only each socket read."""
+    """S3.2: the whole request is bounded, not only each socket read: the dripping peers
+    answer every read within 0.05 s, so only the 0.5 s whole-request deadline yields a
+    timeout (without it they finish after 10 s with a body that is not JSON)."""
     server.app = app
     with HikyoClient(server.url, pki.trusted.bundle, timeout=0.5) as hikyo:
-        started = time.monotonic()
         result = fetch(hikyo, cursor=CANARY_CURSOR)
-        elapsed = time.monotonic() - started
     assert result.outcome is Outcome.FAILED
     assert result.detail == "timeout"
-    assert elapsed < 5  # generous: without the deadline these run for 10 s
 
 
 def test_handshake_timeout(pki):
@@ -621,12 +619,9 @@ def test_handshake_timeout(pki):
         with HikyoClient(
             f"https://127.0.0.1:{port}", pki.trusted.bundle, handshake_timeout=0.3
         ) as hikyo:
-            started = time.monotonic()
             result = fetch(hikyo)
-            elapsed = time.monotonic() - started
     assert result.outcome is Outcome.FAILED
     assert "timeout" in result.detail
-    assert elapsed < 5
 
 
 def test_connection_refused(pki):

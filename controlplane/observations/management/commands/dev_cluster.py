@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,14 @@ class Command(BaseCommand):
             return
         if state:
             stop_from_state(state_dir)  # a half-dead cluster: clear it before starting afresh
+        # Progress goes to stderr: stdout is only the kubeconfig path, for KUBECONFIG=$(...).
         try:
-            binaries = locate_binaries()
+            started = time.monotonic()
+            self.stderr.write("control plane binaries: locating (a first run builds them)...")
+            binaries = locate_binaries(progress=lambda line: self.stderr.write(f"  {line}"))
+            self.stderr.write(f"control plane binaries: ready in {self._since(started)}")
+            started = time.monotonic()
+            self.stderr.write("control plane: starting etcd, kube-apiserver, controller-manager...")
             cluster = LocalControlPlane(binaries, state_dir, apiserver_port=port)
             cluster.start()
         except (BinariesUnavailable, ComponentFailed) as error:
@@ -67,8 +74,15 @@ class Command(BaseCommand):
         finally:
             api.close()
         cluster.detach()
-        self.stderr.write(f"control plane ready at {cluster.server}; logs in {cluster.logs_dir}")
+        self.stderr.write(
+            f"control plane: ready at {cluster.server} in {self._since(started)}; "
+            f"logs in {cluster.logs_dir}"
+        )
         self.stdout.write(str(cluster.kubeconfig))
+
+    @staticmethod
+    def _since(started: float) -> str:
+        return f"{time.monotonic() - started:.1f} s"
 
     def _down(self, state_dir: Path, port: int | None) -> None:
         stopped = stop_from_state(state_dir)

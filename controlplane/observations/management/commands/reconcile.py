@@ -1,17 +1,26 @@
-"""``manage.py reconcile NAMESPACE/NAME``: run one reconcile now and print its outcome."""
+"""``manage.py reconcile NAMESPACE/NAME``: run one reconcile now and print its outcome.
+
+It runs like a worker (S4.1.4): under the key's lock, with fenced writes and the 90 s deadline,
+so it cannot write beside a live operator. In scaled mode the lock is in the shared Redis store.
+In embedded mode a running operator keeps its locks in its own memory, so the command refuses
+while the leader Lease is live.
+"""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from kubernetes.client.exceptions import ApiException
 
 from controlplane.observations.recording import record_run
-from workers.engine.reconcile import reconcile
-from workers.runtime import build_engine
+from k8s.errors import KubeError
+from k8s.leader import live_holder
+from workers.keys import ObjectKey
+from workers.runner import LOCK_TTL_SECONDS, run_locked
+from workers.runtime import build_runtime
 
 
 class Command(BaseCommand):
@@ -27,13 +36,37 @@ class Command(BaseCommand):
         namespace, _, name = target.partition("/")
         if not namespace or not name:
             raise CommandError("give the HikyoSecret as NAMESPACE/NAME")
+        operator_settings = settings.HIKYO_OPERATOR
         try:
-            engine = build_engine(settings.HIKYO_OPERATOR, settings.KUBECONFIG)
+            runtime = build_runtime(
+                operator_settings,
+                kubeconfig=settings.KUBECONFIG,
+                redis_url=settings.REDIS_URL,
+                record=record_run,
+            )
         except ValueError as error:
             raise CommandError(str(error)) from error
-        started, clock = datetime.now(UTC), time.monotonic()
-        result = reconcile(engine, namespace, name, forced_full=full)
-        record_run(result, started, time.monotonic() - clock)
+        try:
+            cr = runtime.cluster.get_hikyosecret(namespace, name)
+            if cr is None:
+                raise CommandError(f"HikyoSecret {namespace}/{name} not found")
+            if not settings.REDIS_URL:
+                self._refuse_beside_a_live_leader(runtime)
+        except KubeError as error:
+            raise CommandError(f"cannot read from the cluster: {error}") from error
+        except ApiException as error:  # the Lease read; the body could echo the request
+            raise CommandError(f"cannot read the leader Lease: HTTP {error.status}") from error
+        key = ObjectKey(namespace, name, cr["metadata"]["uid"])
+        lock = runtime.queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
+        if lock is None:
+            raise CommandError(
+                f"HikyoSecret {namespace}/{name} is being reconciled by another process right "
+                "now (its per-key lock is held); it runs once more after that run, so there is "
+                "nothing to do"
+            )
+        result = run_locked(runtime, lock, forced_full=full)
+        if result is None:
+            raise CommandError(f"the reconcile of {namespace}/{name} failed (see the log above)")
         outcome = result.outcome
         if not result.uid:
             raise CommandError(f"HikyoSecret {namespace}/{name} not found")
@@ -49,4 +82,15 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {condition['type']}={condition['status']} {condition['reason']}: "
                 f"{condition['message']}"
+            )
+
+    def _refuse_beside_a_live_leader(self, runtime: Any) -> None:
+        namespace = runtime.settings.operator_namespace
+        holder = live_holder(runtime.cluster.api_client, namespace, datetime.now(UTC))
+        if holder is not None:
+            raise CommandError(
+                f"an operator ({holder}) holds the leader Lease in {namespace} and keeps its "
+                "per-key locks in its own memory (embedded mode), so this command could write "
+                "beside it; stop that operator first, or point this command at the operator's "
+                "Redis (HIKYO_OPERATOR_REDIS_URL) to share its locks"
             )
