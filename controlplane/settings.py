@@ -3,54 +3,144 @@
 DATABASE_URL (or HIKYO_OPERATOR_DATABASE_URL) selects the observation store; unset means
 SQLite in HIKYO_OPERATOR_DATA_DIR. REDIS_URL (or HIKYO_OPERATOR_REDIS_URL) selects the scaled
 mode; unset means embedded mode with no Redis at all.
+
+S8.1: an invalid value raises SettingsInvalid with one line naming the variable and the rule;
+manage.py and workers/celery_app.py print that line and exit non-zero (no traceback).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import environ
-from django.core.exceptions import ImproperlyConfigured
 
-from workers.engine.settings import SettingsInvalid, operator_settings_from
+from workers.engine.settings import (
+    SettingsInvalid,
+    operator_settings_from,
+    parse_address,
+    parse_bool,
+    parse_log_level,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env(
-    DJANGO_DEBUG=(bool, False),
-    DJANGO_ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]),
-)
+env = environ.Env(DJANGO_ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]))
 
-DEBUG: bool = env("DJANGO_DEBUG")
+# django-environ reads any unknown word as False; S8.1 booleans refuse it instead.
+DEBUG: bool = parse_bool("DJANGO_DEBUG", env.str("DJANGO_DEBUG", default=""), False)
 # The dashboard never shows a value, but sessions still need a key; a per-process random key
 # is safe for the embedded default (sessions then last one process lifetime).
 SECRET_KEY: str = env.str("DJANGO_SECRET_KEY", default="") or secrets.token_urlsafe(50)
+# The dashboard's Host check; the probes answer any Host (views.ProbesAnyHost, S8.3).
 ALLOWED_HOSTS: list[str] = env("DJANGO_ALLOWED_HOSTS")
 
 DATA_DIR = Path(env.str("HIKYO_OPERATOR_DATA_DIR", default=str(BASE_DIR / "var")))
 
-_database_url = env.str("HIKYO_OPERATOR_DATABASE_URL", default="") or env.str(
-    "DATABASE_URL", default=""
+POSTGRESQL_ENGINES = frozenset(
+    {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}
 )
-DATABASES = {
-    "default": env.db_url_config(_database_url)
-    if _database_url
-    else {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": str(DATA_DIR / "hikyo-operator.sqlite3"),
-        # WAL and a busy timeout: several worker processes may record at once (tests, demos).
-        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
-    }
-}
-if not _database_url:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)  # SQLite needs its directory
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+SQLITE_FILE = "hikyo-operator.sqlite3"  # the default store, in HIKYO_OPERATOR_DATA_DIR
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
+# Observation writes are single-row inserts and small prunes; 30 s means the server is stuck
+# (a migration's ALTER on a big table also fits).
+POSTGRES_STATEMENT_TIMEOUT_MS = 30_000
+
+
+def redis_url_from(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """S8.4: a Redis URL means scaled mode; returns (variable, url). Checked by scheme only and
+    never echoed (it may carry a password)."""
+    for variable in ("HIKYO_OPERATOR_REDIS_URL", "REDIS_URL"):
+        url = (environ.get(variable) or "").strip()
+        if url:
+            if urlsplit(url).scheme not in REDIS_SCHEMES:
+                raise SettingsInvalid(
+                    f"{variable} is not a Redis URL (redis://, rediss:// or unix://)"
+                )
+            return variable, url
+    return None
+
+
+def database_from(
+    environ: Mapping[str, str], data_dir: Path, *, scaled: bool, redis_variable: str = ""
+) -> dict[str, Any]:
+    """The observation store (S8.1): the DSN when set, else SQLite in ``data_dir``.
+
+    Scaled mode requires PostgreSQL: SQLite cannot take several writing processes (it gave
+    "database is locked" for ~18 % of records). Messages name the variable, never the URL.
+    """
+    variable, url = "HIKYO_OPERATOR_DATABASE_URL", ""
+    for candidate in ("HIKYO_OPERATOR_DATABASE_URL", "DATABASE_URL"):
+        if (environ.get(candidate) or "").strip():
+            variable, url = candidate, environ[candidate].strip()
+            break
+    if not url:
+        if scaled:
+            raise SettingsInvalid(
+                f"HIKYO_OPERATOR_DATABASE_URL must be set to a PostgreSQL DSN "
+                f"(postgresql://...) in scaled mode ({redis_variable} is set)"
+            )
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(data_dir / SQLITE_FILE),
+            # WAL and a busy timeout: a management command may record beside run_operator.
+            "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+        }
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # django-environ's warnings print the password
+            config = env.db_url_config(url)
+    except Exception:  # its messages may quote the URL
+        config = {}
+    engine = config.get("ENGINE")
+    if scaled and engine not in POSTGRESQL_ENGINES:
+        raise SettingsInvalid(
+            f"{variable} must be a PostgreSQL DSN (postgresql://...) in scaled mode "
+            f"({redis_variable} is set); SQLite cannot take several writing processes"
+        )
+    if engine not in POSTGRESQL_ENGINES | {"django.db.backends.sqlite3"}:
+        raise SettingsInvalid(
+            f"{variable} must be a PostgreSQL DSN (postgresql://...) or sqlite:///<path>"
+        )
+    if engine in POSTGRESQL_ENGINES and not (
+        importlib.util.find_spec("psycopg") or importlib.util.find_spec("psycopg2")
+    ):
+        raise SettingsInvalid(
+            f"{variable} is a PostgreSQL DSN but no PostgreSQL driver (psycopg) is installed"
+        )
+    if engine in POSTGRESQL_ENGINES:
+        # Every PostgreSQL call bounded: connecting, and each statement (a DSN's own stay).
+        options = config.setdefault("OPTIONS", {})
+        options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_SECONDS)
+        if "statement_timeout" not in options.get("options", ""):
+            options["options"] = (
+                f"{options.get('options', '')} -c statement_timeout={POSTGRES_STATEMENT_TIMEOUT_MS}"
+            ).strip()
+    return config
+
 
 # Optional: present means the scaled mode (Celery workers and the keyed queue on Redis).
-REDIS_URL: str | None = (
-    env.str("HIKYO_OPERATOR_REDIS_URL", default="") or env.str("REDIS_URL", default="") or None
-)
+_redis = redis_url_from(os.environ)
+REDIS_URL: str | None = _redis[1] if _redis else None
+DATABASES = {
+    "default": database_from(
+        os.environ, DATA_DIR, scaled=_redis is not None, redis_variable=_redis[0] if _redis else ""
+    )
+}
+if DATABASES["default"]["NAME"] == str(DATA_DIR / SQLITE_FILE):
+    try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)  # SQLite needs its directory
+    except OSError as error:
+        raise SettingsInvalid(
+            f"HIKYO_OPERATOR_DATA_DIR={str(DATA_DIR)!r} cannot be created: {error.strerror}"
+        ) from None
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -63,6 +153,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz, /readyz and /metrics answer any Host (probes hit the pod IP, S8.3).
+    "controlplane.observations.views.ProbesAnyHost",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -114,10 +206,32 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Workers survive Redis (issue 7 item 4): reconnect for ever, at start and after a loss, with
+# every broker socket bounded. kombu's Redis transport with the reconnect fix (workers/broker.py)
+# for redis:// URLs; rediss:// and unix:// keep kombu's own (its TLS checks match the scheme).
+CELERY_BROKER_TRANSPORT = (
+    "workers.broker:Transport" if (REDIS_URL or "").startswith("redis://") else None
+)
+CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # never give up: Redis comes back, workers stay
+CELERY_BROKER_CONNECTION_TIMEOUT = 5.0
+# Running reconciles are not killed on a lost connection: each is fenced by its key lock and
+# level-based (S4.1.4), and killing one would hold its key until the lock TTL (also celery#9250).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# A Redis error escaping a task is one "raised expected" line, not a traceback (issue 7 item 4).
+CELERY_TASK_ANNOTATIONS = ["workers.broker:StoreErrorsExpected"]
 # A message unacknowledged this long is redelivered; the dispatcher's stale check (150 s) is
-# what actually recovers a worker killed mid-run, this only bounds the duplicate.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+# what actually recovers a worker killed mid-run, this only bounds the duplicate. Redis has no
+# AMQP heartbeat (broker_heartbeat is ignored): health_check_interval PINGs an idle connection
+# before use, and the timeouts bound every read (BRPOP polls every 1 s) and connect.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 600,
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 LOGGING = {
@@ -125,8 +239,19 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("HIKYO_LOG_LEVEL", default="INFO")},
-    "loggers": {"workers": {"level": env.str("HIKYO_WORKERS_LOG_LEVEL", default="NOTSET")}},
+    "root": {
+        "handlers": ["console"],
+        "level": parse_log_level("HIKYO_LOG_LEVEL", env.str("HIKYO_LOG_LEVEL", default=""), "INFO"),
+    },
+    "loggers": {
+        "workers": {
+            "level": parse_log_level(
+                "HIKYO_WORKERS_LOG_LEVEL",
+                env.str("HIKYO_WORKERS_LOG_LEVEL", default=""),
+                "NOTSET",
+            )
+        }
+    },
 }
 
 # Where `manage.py dev_cluster up` keeps the local control plane's state (PKI, logs, kubeconfig).
@@ -142,10 +267,11 @@ DEV_CLUSTER_DIR = Path(
 )
 
 # The operator's own settings (S8.1), parsed once here; an invalid value stops the process.
-try:
-    HIKYO_OPERATOR = operator_settings_from(os.environ)
-except SettingsInvalid as error:
-    raise ImproperlyConfigured(str(error)) from error
+HIKYO_OPERATOR = operator_settings_from(os.environ)
 KUBECONFIG: str | None = env.str("KUBECONFIG", default="") or None
 # run_operator serves /healthz, /readyz and the dashboard here (S8.1 HIKYO_OPERATOR_HEALTH_ADDR).
-HIKYO_HTTP_ADDR: str = env.str("HIKYO_OPERATOR_HEALTH_ADDR", default=":8081")
+HIKYO_HTTP_ADDR: str = env.str("HIKYO_OPERATOR_HEALTH_ADDR", default="").strip() or ":8081"
+parse_address("HIKYO_OPERATOR_HEALTH_ADDR", HIKYO_HTTP_ADDR, ":8081")
+# S8.1 metrics address: nothing serves it separately yet; checked so a typo fails at boot.
+HIKYO_METRICS_ADDR: str = env.str("HIKYO_OPERATOR_METRICS_ADDR", default="").strip() or ":8080"
+parse_address("HIKYO_OPERATOR_METRICS_ADDR", HIKYO_METRICS_ADDR, ":8080")

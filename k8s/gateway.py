@@ -9,14 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from workers.engine.foreign_owner import LeaseRecord
 from workers.engine.outcome import Event
 from workers.engine.ports import SecretObject
 from workers.engine.rollout import (
@@ -271,18 +271,14 @@ class KubeCluster:
             )
         return list(listed.get("items") or [])
 
-    def any_hikyosecret_has_stamp(self) -> bool:
-        """S6.3: an uncached list of every CR in reach, looking for a recorded stamp."""
-        with _translated("list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL):
-            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
-        return any((item.get("status") or {}).get("stamp") for item in listed.get("items") or [])
-
     def namespace_uid(self, name: str) -> str:
         """S7.6: the cluster id is the kube-system Namespace UID."""
         with _translated(f"get namespaces {name}", verb="get", group="", resource="namespaces"):
             return self.core.read_namespace(name).metadata.uid
 
-    def lease_renewed_at(self, namespace: str, name: str) -> datetime | None:
+    def lease_record(self, namespace: str, name: str) -> LeaseRecord | None:
+        """S4.1.7: holder and renewTime of another operator's Lease; None when it is absent.
+        A released Lease (clean shutdown, ``holderIdentity: ""``) has an empty holder."""
         lease = _maybe(
             lambda: self.coordination.read_namespaced_lease(name, namespace),
             f"get leases {namespace}/{name}",
@@ -291,7 +287,39 @@ class KubeCluster:
             resource="leases",
             namespace=namespace,
         )
-        return lease.spec.renew_time if lease is not None and lease.spec else None
+        if lease is None:
+            return None
+        spec = lease.spec or client.V1LeaseSpec()
+        return LeaseRecord(holder=spec.holder_identity or "", renewed_at=spec.renew_time)
+
+    def list_hikyosecrets_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+        """S6.3: an uncached list of the CRs in reach: the watch list, or every namespace when it
+        is empty (cluster-wide mode). A listed namespace we may not list is outside the
+        effective reach (S8.1: watch list ∩ RBAC), so it is skipped, not an error."""
+        if not namespaces:
+            with _translated(
+                "list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL
+            ):
+                listed = self.custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
+            return list(listed.get("items") or [])
+        items: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            try:
+                with _translated(
+                    f"list hikyosecrets {namespace}",
+                    verb="list",
+                    group=GROUP,
+                    resource=SECRETS_PLURAL,
+                    namespace=namespace,
+                ):
+                    listed = self.custom.list_namespaced_custom_object(
+                        GROUP, VERSION, namespace, SECRETS_PLURAL
+                    )
+            except Forbidden:
+                log.info("hikyosecrets in %s are not readable; outside our reach", namespace)
+                continue
+            items.extend(listed.get("items") or [])
+        return items
 
     def access_allowed(
         self, verb: str, group: str, resource: str, subresource: str, namespace: str

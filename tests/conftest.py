@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import RedisServer, locate_redis_server
+from tests.support.processes import (
+    RedisServer,
+    locate_redis_server,
+    session_postgres,
+    stop_session_postgres,
+)
 
 SKIP_INTEGRATION = os.environ.get("HIKYO_SKIP_INTEGRATION") == "1"
 
@@ -35,3 +40,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory):
     server = RedisServer(tmp_path_factory.mktemp("redis"), binary).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The session's private PostgreSQL server (Debian's packages): the scaled mode's
+    observation store (S8.1). Scaled-mode Operators (tests/support/operator_harness.py) use it
+    too, started on first use; either way it is stopped at session end."""
+    return session_postgres(SKIP_INTEGRATION)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_postgres_at_session_end():
+    yield
+    stop_session_postgres()  # nothing when no test needed PostgreSQL

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
 
+from k8s.errors import KubeError
 from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
+from k8s.served_crds import read_crds
 from k8s.watch import Resource, Watcher
 
+from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .keys import ObjectKey
 from .queue.base import Ticket
 from .reporting import run_report
@@ -29,6 +32,62 @@ from .sources import EventRouter
 log = logging.getLogger(__name__)
 
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
+
+CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
+# While a check fails, look again sooner: S8.7 holds every reconcile until one passes, and a
+# fixed CRD should not wait ten minutes to be noticed.
+CRD_RECHECK_FAILING_SECONDS = 15.0
+CRD_UNCHECKED = "served CRDs not checked yet (S8.7)"
+
+
+class ServedCrdCheck(threading.Thread):
+    """S8.7 on the leader: at the start of leadership and every 10 min, GET both CRDs and
+    compare them (``workers.engine.crd_check``). ``problem`` is None while the last check
+    passed; until the first check passes it is not (nothing may be enqueued before)."""
+
+    def __init__(
+        self,
+        read: Callable[[], Mapping[str, Any]],
+        stop: threading.Event,
+        *,
+        version: str = VERSION,
+        every: float = CRD_CHECK_EVERY_SECONDS,
+        failing_every: float = CRD_RECHECK_FAILING_SECONDS,
+    ) -> None:
+        super().__init__(name="served-crd-check", daemon=True)
+        self.read, self.stop_event, self.version = read, stop, version
+        self.every, self.failing_every = every, failing_every
+        self.problem: str | None = CRD_UNCHECKED
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.check_once()
+            self.stop_event.wait(self.failing_every if self.problem else self.every)
+
+    def check_once(self) -> str | None:
+        try:
+            crds = self.read()
+        except Exception as error:
+            # A read that fails proves nothing about the schema: keep the last verdict, but
+            # never pass before one check has.
+            log.warning("served-CRD check could not read the CRDs: %s", _described(error))
+            if self.problem == CRD_UNCHECKED:
+                self.problem = f"served CRDs unreadable (S8.7): {_described(error)}"
+            return self.problem
+        problems = served_crd_problems(crds, self.version)
+        found = f"served-CRD check failed (S8.7): {'; '.join(problems)}" if problems else None
+        if found != self.problem:
+            if found:
+                log.error("%s; enqueueing nothing until the CRDs are upgraded", found)
+            else:
+                log.info("served-CRD check passed (S8.7)")
+        self.problem = found
+        return found
+
+
+def _described(error: Exception) -> str:
+    # KubeError text is value-free (action and status); anything else: its type only.
+    return str(error) if isinstance(error, KubeError) else type(error).__name__
 
 
 class OperatorProcess:
@@ -62,7 +121,10 @@ class OperatorProcess:
         self._pool_size = embedded_workers
         if send_task is None:
             runtime.leader_ok = self.is_leader
-        self._rollouts = RolloutEvaluations(send_rollout_evaluation or self._evaluate_here)
+        self.crd_check: ServedCrdCheck | None = None  # S8.7, one per term of leadership
+        self._rollouts = RolloutEvaluations(
+            self._unless_crd_problem(send_rollout_evaluation or self._evaluate_here)
+        )
         self.send_report = send_report
         # Reports run beside reconciles, never in their way (S7.4).
         self._report_pool = (
@@ -104,6 +166,9 @@ class OperatorProcess:
         """Why the leader cannot do its job right now, for /readyz; None when it can."""
         if not self.is_leader():
             return None
+        crd_problem = self._crd_problem()
+        if crd_problem:  # S8.7
+            return f"{crd_problem} (enqueueing nothing: {self._waiting()} HikyoSecrets waiting)"
         if not self.synced():
             return "watches not synced"
         if self.dispatcher is not None and self.dispatcher.store_error:
@@ -114,6 +179,9 @@ class OperatorProcess:
 
     def _lead(self) -> None:
         leading = threading.Event()  # set = stop leading
+        # S8.7 before anything is dispatched: the check starts failing ("not checked yet").
+        self.crd_check = ServedCrdCheck(lambda: read_crds(self.api_client, CHECKED_CRDS), leading)
+        self.crd_check.start()
         self._leading = leading
         settings = self.runtime.settings
         if not self.runtime.queue.mark_generation():
@@ -142,7 +210,13 @@ class OperatorProcess:
         )
         self.dispatcher.start()
         if settings.status_reporting:
-            Dispatcher(self.runtime.reports, self._submit_report, leading).start()
+            Dispatcher(
+                self.runtime.reports,
+                self._submit_report,
+                leading,
+                on_store_lost=router.reschedule_reports,
+                what="report-queue",
+            ).start()
 
     def _follow(self) -> None:
         if self._leading is not None:
@@ -193,6 +267,8 @@ class OperatorProcess:
     # -- dispatching ---------------------------------------------------------------------
 
     def _capacity(self) -> int:
+        if self._crd_problem():  # S8.7: keys stay waiting in the queue, none is dispatched
+            return 0
         if self._pool is None:
             return 100
         with self._in_flight_lock:
@@ -213,6 +289,29 @@ class OperatorProcess:
             self.send_report(ticket)
         elif self._report_pool is not None:
             self._report_pool.submit(run_report, self.runtime, ticket.key)
+
+    def _waiting(self) -> str:
+        """How many keys the S8.7 hold keeps waiting, for /readyz; a store error never fails it."""
+        try:
+            return str(self.runtime.queue.depth())
+        except Exception:
+            return "?"
+
+    def _crd_problem(self) -> str | None:
+        check = self.crd_check
+        return check.problem if check is not None else None
+
+    def _unless_crd_problem(self, send: Callable[[ObjectKey], None]) -> Callable[[ObjectKey], None]:
+        """S8.7 also holds rollout-only evaluations (they write status); dropping one is safe,
+        since the first full reconcile after a passing check evaluates the rollout anyway."""
+
+        def gated(key: ObjectKey) -> None:
+            if self._crd_problem():
+                log.debug("rollout evaluation of %s held: %s", key, self._crd_problem())
+                return
+            send(key)
+
+        return gated
 
     def _evaluate_here(self, key: ObjectKey) -> None:
         if self._pool is not None:

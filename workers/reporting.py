@@ -7,11 +7,14 @@ conditions or events, so it cannot loop (S7.4).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from .engine.credentials import CredentialRefused, acquire_credential
 from .engine.delivery import HikyoClientError
@@ -48,6 +51,13 @@ def run_report(runtime: Runtime, key: ObjectKey) -> ReportAttempt | None:
         return None  # one in flight; this trigger coalesces into its follow-up
     try:
         attempt, next_in = _attempt(runtime, key)
+    except RedisError as error:
+        # The store is unreachable: one line, not a traceback; if finishing fails too, the lock
+        # expires and the dispatcher's stale check makes the key due again (S8.4).
+        log.warning("status report of %s interrupted: %s", key, type(error).__name__)
+        with contextlib.suppress(RedisError):
+            queue.finish(lock, Requeue.AFTER, delay=300.0)
+        return None
     except Exception as error:  # a report is best effort: never let it break the worker
         log.warning("status report of %s failed: %s", key, type(error).__name__)
         queue.finish(lock, Requeue.AFTER, delay=300.0)

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from django.db import models
 
-from .managers import ReconcileRunManager
+from .managers import (
+    ConditionChangeManager,
+    EventRecordManager,
+    ReconcileRunManager,
+    StatusReportManager,
+)
 
 
 class AboutHikyoSecret(models.Model):
@@ -42,7 +47,10 @@ class TrackedObject(models.Model):
 
     class Meta:
         ordering = ["namespace", "name"]
-        indexes = [models.Index(fields=["namespace", "name"])]
+        indexes = [
+            models.Index(fields=["namespace", "name"]),
+            models.Index(fields=["last_checked_at"]),  # forgetting deleted CRs
+        ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -82,8 +90,11 @@ class ConditionChange(AboutHikyoSecret):
     new_reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
 
+    objects = ConditionChangeManager()
+
     class Meta:
         ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["uid", "-at"])]  # per-object pages and pruning
 
     def __str__(self) -> str:
         return f"{self.type}: {self.old_reason or '-'} -> {self.new_reason or '-'}"
@@ -97,8 +108,11 @@ class EventRecord(AboutHikyoSecret):
     reason = models.CharField(max_length=64)
     message = models.TextField(blank=True)
 
+    objects = EventRecordManager()
+
     class Meta:
         ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["uid", "-at"])]
 
     def __str__(self) -> str:
         return f"{self.type} {self.reason}"
@@ -113,8 +127,11 @@ class StatusReport(AboutHikyoSecret):
     outcome = models.CharField(max_length=64)
     conditions = models.JSONField(default=list)
 
+    objects = StatusReportManager()
+
     class Meta:
         ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["uid", "-at"])]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} {self.http_status or '-'} {self.outcome}"

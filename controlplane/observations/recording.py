@@ -1,8 +1,9 @@
 """The engine's recorder: turns a RunResult into observation rows. Never raises.
 
 Unchanged runs (no status write, no Secret write, no event) only bump the object's counters and
-"last checked" time (design.md principle 3); everything else keeps a ReconcileRun row, pruned to
-the latest few hundred per object.
+"last checked" time (design.md principle 3); everything else keeps a ReconcileRun row. Every
+table is bounded: the latest few hundred rows of each kind per object (managers.py), and all
+rows of an object not checked for a week (a deleted CR) are forgotten.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from workers.engine.conditions import READY, SYNCED
 from workers.engine.reconcile import RunResult
 from workers.reporting import ReportAttempt, attempt_fields
 
+from .managers import FORGET_UNCHECKED_AFTER
 from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ def record_run(result: RunResult, started: datetime, duration_seconds: float) ->
         _record(result, started, duration_seconds)
     except Exception:
         log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
+    _sweep_now_and_then(started)
 
 
 @transaction.atomic
@@ -107,18 +110,62 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
             new_reason=new.get("reason") or "",
             message=new.get("message") or "",
         )
+    ConditionChange.objects.prune(result.uid)
     for event in result.events_emitted:
         EventRecord.objects.create(
             **identity, at=started, type=event.type, reason=event.reason, message=event.message
         )
+    EventRecord.objects.prune(result.uid)
 
 
 def record_report(attempt: ReportAttempt) -> None:
     """One S7 attempt; like record_run it never raises."""
     try:
-        StatusReport.objects.create(**attempt_fields(attempt))
+        with transaction.atomic():
+            StatusReport.objects.create(**attempt_fields(attempt))
+            StatusReport.objects.prune(attempt.key.uid)
     except Exception:
         log.exception("recording the status report of %s failed", attempt.key)
+
+
+SWEEP_EVERY_SECONDS = 3600.0  # forgetting is a few indexed deletes; hourly keeps it cheap
+_next_sweep = [0.0]  # monotonic time of the next sweep in this process
+
+
+def _sweep_now_and_then(now: datetime) -> None:
+    if time.monotonic() < _next_sweep[0]:
+        return
+    _next_sweep[0] = time.monotonic() + SWEEP_EVERY_SECONDS
+    try:
+        forgotten = forget_unchecked(now)
+    except Exception:
+        log.exception("forgetting deleted HikyoSecrets' observations failed")
+        return
+    if forgotten:
+        log.info("forgot the observations of %d HikyoSecrets not seen for a week", forgotten)
+
+
+def forget_unchecked(now: datetime) -> int:
+    """Removes every row about objects not reconciled since ``now - FORGET_UNCHECKED_AFTER``
+    (deleted CRs: a live one is checked every resyncInterval); returns how many objects."""
+    cutoff = now - FORGET_UNCHECKED_AFTER
+    stale = list(
+        TrackedObject.objects.filter(last_checked_at__lt=cutoff).values_list("uid", flat=True)
+    )
+    forgotten = 0
+    for start in range(0, len(stale), 500):  # bounded IN lists
+        with transaction.atomic():
+            # Again, in the transaction: one checked meanwhile is live after all.
+            uids = list(
+                TrackedObject.objects.filter(
+                    uid__in=stale[start : start + 500], last_checked_at__lt=cutoff
+                ).values_list("uid", flat=True)
+            )
+            for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport):
+                model.objects.filter(uid__in=uids).delete()
+            TrackedObject.objects.filter(uid__in=uids).delete()
+        forgotten += len(uids)
+    return forgotten
 
 
 class BackgroundRecorder:

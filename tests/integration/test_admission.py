@@ -315,6 +315,72 @@ def test_valid_hikyosecret_is_accepted_with_defaults(api_client, namespace, spec
         ]
 
 
+def _maximal_spec() -> dict:
+    """Every S1.2 field at its bound: 256 mapping entries with 128-char keys and 253-char
+    secretKeys, 253-char names, 45-char scope IDs, a 63-char target, 64 128-char acks."""
+
+    def scope_id(n: int) -> str:
+        return f"abcdefgh_01900000-0000-7000-8000-00000000000{n}"
+
+    return {
+        "instanceRef": {"name": "i" * 253},
+        "auth": {"secretRef": {"name": "s" * 253}},
+        "scope": {"org": scope_id(1), "project": scope_id(2), "environment": scope_id(3)},
+        "mapping": [
+            {"key": f"K{i:03d}".ljust(128, "_"), "secretKey": f"{i:03d}".rjust(253, "x")}
+            for i in range(256)
+        ],
+        "allKeys": False,
+        "target": {
+            "name": "t" * 63,
+            "type": "kubernetes.io/dockerconfigjson",  # the longest known type
+            "creationPolicy": "Orphan",
+        },
+        "projection": "config-only",
+        "acknowledgedLoaderKeys": [f"LD_{i:03d}".ljust(128, "_") for i in range(64)],
+        "resyncInterval": "1h" + "0s" * 31,  # 64 characters, the pattern's bound
+    }
+
+
+def test_maximal_hikyosecret_is_admitted(api_client, namespace):
+    """S1.2/S1.3: the largest valid manifest stays within the CEL cost limits (the pairwise
+    S1.3.6 rule failed here with "operation cancelled: actual cost limit exceeded")."""
+    spec = _maximal_spec()
+    assert len(spec["resyncInterval"]) == 64
+    body = make_hikyosecret("maximal", **spec)
+    created = _create_secret(api_client, namespace, body)["spec"]
+    assert created == body["spec"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(0, 1), (0, 255), (63, 64), (100, 140), (127, 128), (191, 192), (254, 255)],
+)
+def test_duplicate_destination_anywhere_in_a_maximal_mapping_is_rejected(
+    api_client, namespace, first, second
+):
+    """S1.3.6 holds at every position, across the rules that split the check."""
+    spec = _maximal_spec()
+    spec["mapping"][second]["secretKey"] = spec["mapping"][first]["secretKey"]
+    status, message = _rejection(
+        lambda: _create_secret(api_client, namespace, make_hikyosecret("bad", **spec))
+    )
+    assert status == 422, message
+    assert "spec.mapping" in message and "must be unique" in message, message
+
+
+def test_key_colliding_with_a_secretkey_far_away_is_rejected(api_client, namespace):
+    """S1.3.6: an entry without secretKey delivers under its key, which may collide."""
+    spec = _maximal_spec()
+    spec["mapping"][250] = {"key": "SHARED"}
+    spec["mapping"][3]["secretKey"] = "SHARED"
+    status, message = _rejection(
+        lambda: _create_secret(api_client, namespace, make_hikyosecret("bad", **spec))
+    )
+    assert status == 422, message
+    assert "spec.mapping" in message and "must be unique" in message, message
+
+
 def test_target_name_is_immutable(api_client, namespace):
     """S1.3.2: target.name cannot change; instanceRef.name can (S2.5)."""
     api = client.CustomObjectsApi(api_client)

@@ -16,19 +16,42 @@ import redis
 
 from tests.support.factories import GROUP, VERSION
 from tests.support.kube import get_raw
-from tests.support.processes import Service, celery_worker, free_port, manage, wait_http_ok
+from tests.support.processes import (
+    Service,
+    celery_worker,
+    free_port,
+    manage,
+    session_postgres,
+    wait_http_ok,
+)
 from tests.support.world import World, canary
 
 SERVICE_LOGS: list[str] = []  # logs of every operator and worker process the tests ran
 RUN_LINE = re.compile(r"run (\S+) uid=(\S+) start=([\d.]+) end=([\d.]+) outcome=(\w+)")
+_MIGRATED: set[str] = set()  # PostgreSQL DSNs already migrated this session
+
+
+def scaled_database_url() -> str:
+    """S8.1: scaled mode keeps observations in PostgreSQL: the session's server."""
+    return session_postgres(os.environ.get("HIKYO_SKIP_INTEGRATION") == "1").url
 
 
 class Operator:
     """run_operator and its workers as real processes, sharing one environment."""
 
-    def __init__(self, tmp: Path, kubeconfig: Path, redis_url: str | None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        kubeconfig: Path,
+        redis_url: str | None,
+        database_url: str | None = None,
+    ) -> None:
+        """Scaled mode (a ``redis_url``) gets the session's PostgreSQL unless told otherwise;
+        embedded mode its own SQLite under ``tmp``."""
         self.tmp = tmp
         self.http_port = free_port()
+        if redis_url and database_url is None:
+            database_url = scaled_database_url()
         self.env = {
             "KUBECONFIG": str(kubeconfig),
             "HIKYO_OPERATOR_NAMESPACE": "hikyo-system",
@@ -39,8 +62,12 @@ class Operator:
             "PYTHONDONTWRITEBYTECODE": "1",
             "REDIS_URL": "",
             "HIKYO_OPERATOR_REDIS_URL": redis_url or "",
+            "DATABASE_URL": "",
+            "HIKYO_OPERATOR_DATABASE_URL": database_url or "",
         }
         self.services: list[Service] = []
+        if database_url in _MIGRATED:
+            return  # a shared server is migrated once per session
         subprocess.run(
             manage("migrate", "--noinput"),
             env={**os_env(), **self.env},
@@ -48,6 +75,8 @@ class Operator:
             capture_output=True,
             timeout=120,
         )
+        if database_url:
+            _MIGRATED.add(database_url)
 
     def start_leader(self, name: str = "operator") -> Service:
         """A run_operator process; the first gets ``http_port``, any further one its own."""

@@ -1,17 +1,23 @@
-"""Real services and operator processes for end-to-end tests: redis-server, run_operator,
-celery workers. Each runs in its own process group with its output in a log file."""
+"""Real services and operator processes for end-to-end tests: redis-server, PostgreSQL,
+run_operator, celery workers. Each runs in its own process group with its output in a log file."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import pwd
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 import redis
 
@@ -26,6 +32,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def as_user(user: str | None) -> dict[str, Any]:
+    """Popen arguments that run a child as ``user`` (its own groups only), or nothing."""
+    if user is None:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
 class Service:
     """A child process in its own process group, logging to ``log_path``."""
 
@@ -36,10 +50,12 @@ class Service:
         log_path: Path,
         env: dict[str, str] | None = None,
         cwd: Path = REPO,
+        user: str | None = None,
     ) -> None:
         self.name, self.argv, self.log_path = name, argv, log_path
         self.env = {**os.environ, **(env or {})}
         self.cwd = cwd
+        self.user = user  # run as this OS user (PostgreSQL refuses root)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Service:
@@ -53,6 +69,7 @@ class Service:
                 env=self.env,
                 cwd=self.cwd,
                 start_new_session=True,
+                **as_user(self.user),
             )
         return self
 
@@ -137,6 +154,162 @@ class RedisServer(Service):
         wait_for(answers, timeout=20, what="redis-server to answer PING")
         client.close()
         return self
+
+
+DEBIAN_POSTGRES = "/usr/lib/postgresql/*/bin"  # Debian's layout: one bin/ per major version
+POSTGRES_TOOLS = ("initdb", "postgres")
+POSTGRES_TIMEOUTS = {"connect_timeout": 5, "options": "-c statement_timeout=30000"}
+
+
+def _major(bindir: str) -> int:
+    version = Path(bindir).parent.name
+    return int(version) if version.isdigit() else 0
+
+
+def locate_postgres(skip_integration: bool, candidates: list[str] | None = None) -> Path:
+    """The directory with PostgreSQL's server binaries (Debian's newest major first, then
+    PATH); fails with how to fix it, or skips when told to (the Redis policy)."""
+    if candidates is None:
+        on_path = shutil.which("initdb")
+        candidates = sorted(glob.glob(DEBIAN_POSTGRES), key=_major, reverse=True)
+        if on_path:
+            candidates.append(str(Path(on_path).resolve().parent))
+    for directory in candidates:
+        if all(os.access(Path(directory) / tool, os.X_OK) for tool in POSTGRES_TOOLS):
+            return Path(directory)
+    message = (
+        f"PostgreSQL server binaries (initdb, postgres) not found under {DEBIAN_POSTGRES} or on "
+        "PATH; the scaled-mode tests need them: apt-get install postgresql, or set "
+        "HIKYO_SKIP_INTEGRATION=1 to skip"
+    )
+    if skip_integration:
+        pytest.skip(message)
+    pytest.fail(message, pytrace=False)
+
+
+def postgres_user() -> str | None:
+    """PostgreSQL refuses to run as root: then it runs as Debian's ``postgres`` user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.fail(
+            "running as root and there is no 'postgres' user to run PostgreSQL as "
+            "(apt-get install postgresql creates it)",
+            pytrace=False,
+        )
+    return "postgres"
+
+
+class PostgresServer(Service):
+    """A private PostgreSQL server on a free loopback port: ``initdb`` into a fresh directory,
+    one database and role with a random password, no durability (a test store). ``stop``
+    shuts it down (fast mode) and removes its files."""
+
+    ROLE = DATABASE = "hikyo"
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir, self.port = bindir, free_port()
+        self.password = secrets.token_hex(16)
+        # Outside pytest's tmp (mode 0700, root's), so a non-root server can use it.
+        self.directory = Path(tempfile.mkdtemp(prefix="hikyo-postgres-"))
+        self.data, self.sockets = self.directory / "data", self.directory / "sockets"
+        super().__init__(
+            "postgres",
+            [str(bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
+             "-k", str(self.sockets), "-c", "listen_addresses=127.0.0.1",
+             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             "-c", "max_connections=200"],
+            self.directory / "postgres.log",
+            env={"LC_ALL": "C"},
+            user=postgres_user(),
+        )  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        """The DSN the operator's processes get (HIKYO_OPERATOR_DATABASE_URL, S8.1)."""
+        return f"postgres://{self.ROLE}:{self.password}@127.0.0.1:{self.port}/{self.DATABASE}"
+
+    def connect(self, dbname: str | None = None) -> psycopg.Connection[Any]:
+        """A bounded connection (connect and statement timeouts), autocommit."""
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=self.ROLE,
+            password=self.password,
+            dbname=dbname or self.DATABASE,
+            autocommit=True,
+            **POSTGRES_TIMEOUTS,
+        )
+
+    def start(self) -> PostgresServer:
+        self._initdb()
+        super().start()
+
+        def answers() -> bool:
+            if not self.alive():
+                raise AssertionError(f"postgres exited at start:\n{self.log()[-2000:]}")
+            try:
+                with self.connect("postgres") as connection:
+                    return connection.execute("SELECT 1").fetchone() == (1,)
+            except psycopg.OperationalError:
+                return False
+
+        wait_for(answers, timeout=60, what="PostgreSQL to accept connections")
+        with self.connect("postgres") as connection:
+            connection.execute(f"CREATE DATABASE {self.DATABASE} OWNER {self.ROLE}")
+        return self
+
+    def _initdb(self) -> None:
+        password_file = self.directory / "password"
+        password_file.write_text(self.password)
+        self.sockets.mkdir()
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            for path in (self.directory, self.sockets, password_file):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        done = subprocess.run(
+            [str(self.bindir / "initdb"), "-D", str(self.data), "-U", self.ROLE,
+             f"--pwfile={password_file}", "--auth-host=scram-sha-256", "--auth-local=trust",
+             "--no-sync", "--no-locale", "-E", "UTF8"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LC_ALL": "C"},
+            cwd=self.directory,
+            **as_user(self.user),
+        )  # fmt: skip
+        password_file.unlink()
+        if done.returncode != 0:
+            pytest.fail(f"initdb failed: {done.stderr.strip()[-500:]}", pytrace=False)
+
+    def stop(self) -> None:
+        """SIGINT is PostgreSQL's fast shutdown: clients are disconnected, nothing is left."""
+        self.kill(signal.SIGINT)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_SESSION_POSTGRES: list[PostgresServer] = []
+
+
+def session_postgres(skip_integration: bool) -> PostgresServer:
+    """The session's one PostgreSQL server, started on first use (the ``postgres_server``
+    fixture, or a scaled-mode Operator); ``stop_session_postgres`` stops it at session end."""
+    if not _SESSION_POSTGRES:
+        server = PostgresServer(locate_postgres(skip_integration))
+        try:
+            server.start()
+        except BaseException:
+            server.stop()  # no process or directory left behind a failed start
+            raise
+        _SESSION_POSTGRES.append(server)
+    return _SESSION_POSTGRES[0]
+
+
+def stop_session_postgres() -> None:
+    while _SESSION_POSTGRES:
+        _SESSION_POSTGRES.pop().stop()
 
 
 def manage(*args: str) -> list[str]:

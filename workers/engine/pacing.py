@@ -3,6 +3,7 @@ a pause of every request to an instance after it answered 429."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 
@@ -43,3 +44,48 @@ def wait_for_token(
             return wait
         sleep(wait)
         waited += wait
+
+
+# -- an instance that does not answer (fairness across instances) -----------------------------
+#
+# A Hikyo server that accepts connections and never answers holds every run that fetches from
+# it for the whole client timeout. Left alone, its CRs fill every worker slot and starve the
+# CRs of healthy instances. So after a fetch timed out, one fetch at a time probes the instance
+# (at most one per PROBE_INTERVAL_SECONDS, all processes together); the other CRs stop before
+# fetching, without holding a slot, until a probe gets an answer.
+
+PROBE_INTERVAL_SECONDS = 30.0  # about one client timeout: one probe hanging at a time
+UNRESPONSIVE_MEMORY_SECONDS = 600.0  # a quiet instance is trusted again after 10 min
+SLOW_FAILURES = frozenset({"timeout", "connect timeout"})
+
+
+def _unresponsive_note(instance_uid: str) -> str:
+    return f"instance-unresponsive:{instance_uid}"
+
+
+def unresponsive_wait(store: CoordinationStore, instance_uid: str) -> float:
+    """0 when this run may fetch (the instance answers, or this run is its probe); else the
+    seconds until the next probe may start."""
+    if not store.get_note(_unresponsive_note(instance_uid)):
+        return 0.0
+    return store.take_token(_probe_bucket(instance_uid), 1.0 / PROBE_INTERVAL_SECONDS, 1)
+
+
+def _probe_bucket(instance_uid: str) -> str:
+    return f"probe:{instance_uid}"
+
+
+def note_answer(store: CoordinationStore, instance_uid: str, failure_detail: str | None) -> None:
+    """After a fetch: a timeout marks the instance unresponsive; any answer clears the mark.
+    ``failure_detail`` is the transport failure's fixed text, None when the server answered."""
+    name = _unresponsive_note(instance_uid)
+    if failure_detail in SLOW_FAILURES:
+        store.put_note(name, failure_detail, UNRESPONSIVE_MEMORY_SECONDS)
+        store.take_token(_probe_bucket(instance_uid), 1.0 / PROBE_INTERVAL_SECONDS, 1)  # was one
+    elif store.get_note(name):
+        store.put_note(name, "", 0.001)  # cleared: a note expiring at once
+
+
+def spread(seconds: float, cr_uid: str) -> float:
+    """``seconds`` stretched by up to 2x, fixed per CR, so stood-off CRs do not wake together."""
+    return seconds * (1.0 + (int(hashlib.sha256(cr_uid.encode()).hexdigest()[:4], 16) / 65536))

@@ -32,13 +32,22 @@ from .content import Content, ContentRefusal, assemble
 from .credentials import CredentialRefused, acquire_credential
 from .delivery import Delivery, HikyoClientError
 from .durations import DEFAULT_RESYNC_SECONDS
+from .foreign_owner import OURS, OwnerVerdict, judge_owner
 from .hikyo_client import FetchResult, HikyoClient, Scope
 from .hikyo_client import Outcome as FetchOutcome
 from .loader_control import is_protected, precheck
 from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
-from .pacing import pause_instance, pause_left, wait_for_token
+from .pacing import (
+    PROBE_INTERVAL_SECONDS,
+    note_answer,
+    pause_instance,
+    pause_left,
+    spread,
+    unresponsive_wait,
+    wait_for_token,
+)
 from .ports import Cluster, CoordinationStore, SecretObject
 from .reports import remember_capabilities
 from .rollout_steps import RolloutFinding, roll_out, with_rollout
@@ -144,15 +153,19 @@ class _Run:
         if self.namespace == self.settings.operator_namespace:  # S8.5
             result.outcome = stop_quietly("OperatorNamespace", "HikyoSecrets here are ignored")
             return result
-        owner = self._foreign_owner(stored)
-        if owner:  # S4.1.7
+        verdict = self._foreign_owner(stored)
+        if verdict.owner:  # S4.1.7
             log.warning(
                 "%s/%s belongs to the live operator in namespace %s; not touching it",
                 self.namespace,
                 self.name,
-                owner,
+                verdict.owner,
             )
-            result.outcome = stop_quietly("ForeignOwner", f"owned by the operator in {owner}")
+            outcome = stop_quietly("ForeignOwner", f"owned by the operator in {verdict.owner}")
+            # No watch event comes when that operator stops (a healthy owner writes nothing):
+            # look again by the time its Lease would go stale, else the CR is never taken over.
+            outcome.requeue, outcome.delay = Requeue.AFTER, verdict.recheck_after
+            result.outcome = outcome
             return result
         try:
             outcome = self._steps()
@@ -218,23 +231,28 @@ class _Run:
         result.outcome = self._write_status(outcome, stored, result)
         return result
 
-    def _foreign_owner(self, stored: dict[str, Any]) -> str | None:
+    def _foreign_owner(self, stored: dict[str, Any]) -> OwnerVerdict:
         """S4.1.7: another operator wrote this status; it owns the CR while its Lease is fresh
         (renewed less than 3 x resyncInterval ago) or unreadable to us. Else we take over."""
         other = stored.get("operatorNamespace")
         if not other or other == self.settings.operator_namespace:
-            return None
+            return OURS
         try:
             interval = parse_spec(self.cr).resync_seconds
         except SpecInvalid:
             interval = DEFAULT_RESYNC_SECONDS
         try:
-            renewed = self.cluster.lease_renewed_at(other, LEASE_NAME)
+            lease, readable = self.cluster.lease_record(other, LEASE_NAME), True
         except KubeError:  # Forbidden included: assume a live owner
-            return other
-        if renewed is not None and (self.now - renewed).total_seconds() < 3 * interval:
-            return other
-        return None
+            lease, readable = None, False
+        return judge_owner(
+            other,
+            self.settings.operator_namespace,
+            lease,
+            lease_readable=readable,
+            resync_seconds=interval,
+            now=self.now,
+        )
 
     def _steps(self) -> Outcome:
         metadata = self.cr["metadata"]
@@ -281,6 +299,8 @@ class _Run:
             cursor=cursor,
             acknowledged_keys=spec.acknowledged,
         )
+        no_answer = result.outcome is FetchOutcome.FAILED and result.status is None
+        note_answer(self.engine.store, instance_uid, result.detail if no_answer else None)
         outcome = self._answer(spec, result, cursor, target if controlled else None, key, binding)
         outcome.fetched = True
         return outcome
@@ -445,12 +465,32 @@ class _Run:
         store, settings = self.engine.store, self.settings
         paused = pause_left(store, instance_uid, self.engine.wall_seconds())
         if paused > 0:  # a 429 paused every request to this instance
-            raise _Stop(_paced("InstancePaused", paused))
+            # Spread over up to one more pause length, so the CRs waiting on it do not all
+            # come back at its end at once (each runs once per pause, S4.1.6).
+            raise _Stop(
+                _paced("InstancePaused", spread(paused, self.spec.uid if self.spec else self.name))
+            )
+        probe_in = unresponsive_wait(store, instance_uid)
+        if probe_in > 0:  # another run is probing an instance that stopped answering
+            raise _Stop(self._unresponsive(max(probe_in, PROBE_INTERVAL_SECONDS)))
         wait = wait_for_token(
             store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=self.engine.sleep
         )
         if wait > 0:
             raise _Stop(_paced("Paced", wait))
+
+    def _unresponsive(self, wait: float) -> Outcome:
+        """Not fetched, and no slot held: a probe finds out when the instance answers again.
+        Synced=False/FetchFailed tells why; no event (the probe's own failure emits one)."""
+        name = self.spec.instance_name if self.spec else "?"
+        outcome = failure(
+            f"not fetched: HikyoInstance {name} did not answer in time; one request at a "
+            "time probes it until it answers",
+            requeue=Requeue.AFTER,
+            delay=spread(wait, self.spec.uid if self.spec else self.name),
+        )
+        outcome.events = []
+        return outcome
 
     # -- R16 -----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,12 +29,33 @@ class OperatorSettings:
 
 
 class SettingsInvalid(ValueError):
-    """An operator environment variable is invalid (S8.1: the process exits non-zero)."""
+    """An operator environment variable is invalid (S8.1: the process exits non-zero).
+
+    The message is one line that names the variable and the rule it breaks; it is what the
+    process prints, so it never carries a value that could be a credential (URLs, keys).
+    """
 
 
 _TRUE = frozenset({"1", "t", "true", "yes", "on"})
 _FALSE = frozenset({"0", "f", "false", "no", "off"})
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAMESPACE_RULE = "a namespace name (DNS-1123 label: a-z, 0-9 and '-', at most 63 characters)"
+_SA_RULE = "a ServiceAccount name (DNS-1123 subdomain, 1-253 characters)"
+_ECHO_LIMIT = 80  # echoed non-secret values are cut so a message stays one short line
+
+
+def shown(raw: str) -> str:
+    """repr() of a non-secret value for a message, cut to a readable length."""
+    return repr(raw if len(raw) <= _ECHO_LIMIT else raw[:_ECHO_LIMIT] + "...")
+
+
+def is_namespace_name(name: str) -> bool:
+    return len(name) <= 63 and _DNS_LABEL.match(name) is not None
+
+
+def is_service_account_name(name: str) -> bool:
+    return len(name) <= 253 and _DNS_SUBDOMAIN.match(name) is not None
 
 
 def parse_bool(name: str, raw: str | None, default: bool) -> bool:
@@ -45,20 +67,25 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise SettingsInvalid(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+    raise SettingsInvalid(
+        f"{name}={shown(raw)} is not a boolean (use true/false, 1/0, yes/no, on/off)"
+    )
 
 
 def parse_positive(name: str, raw: str | None, default: float, kind: type) -> float:
-    """S8.1: a positive number (QPS) or a positive integer (burst); anything else is an error."""
+    """S8.1: a positive number (QPS) or a positive integer (burst); anything else is an error.
+
+    nan and inf parse as floats but are not rates a token bucket can pace by (S4.1.6).
+    """
     if raw is None or not raw.strip():
         return default
     try:
         value = kind(raw.strip())
     except ValueError:
         value = 0
-    if value <= 0:
-        noun = "integer" if kind is int else "number"
-        raise SettingsInvalid(f"{name}={raw!r} is not a positive {noun}")
+    if not math.isfinite(value) or value <= 0:
+        noun = "integer" if kind is int else "number (finite, greater than 0)"
+        raise SettingsInvalid(f"{name}={shown(raw)} is not a positive {noun}")
     return value
 
 
@@ -68,9 +95,9 @@ def parse_namespaces(raw: str | None) -> tuple[str, ...]:
         return ()
     names = [part.strip() for part in raw.split(",")]
     for name in names:
-        if not name or len(name) > 63 or not _DNS_LABEL.match(name):
+        if not is_namespace_name(name):
             raise SettingsInvalid(
-                f"HIKYO_OPERATOR_NAMESPACES entry {name!r} is not a namespace name"
+                f"HIKYO_OPERATOR_NAMESPACES entry {shown(name)} is not {_NAMESPACE_RULE}"
             )
     if len(set(names)) != len(names):
         raise SettingsInvalid("HIKYO_OPERATOR_NAMESPACES lists a namespace twice")
@@ -81,26 +108,69 @@ def parse_designated(raw: str | None) -> dict[str, tuple[str, ...]] | None:
     """HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS: JSON {"<ns>": ["<sa>", ...]}; unset = None."""
     if raw is None or not raw.strip():
         return None
+    variable = "HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS"
     try:
         parsed = json.loads(raw)
-    except ValueError as error:
-        raise SettingsInvalid("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS is not JSON") from error
+    except (ValueError, RecursionError):  # deep nesting exhausts the parser's stack
+        raise SettingsInvalid(f"{variable} is not JSON") from None
     if not isinstance(parsed, dict) or not all(
         isinstance(ns, str) and isinstance(names, list) and all(isinstance(n, str) for n in names)
         for ns, names in parsed.items()
     ):
-        raise SettingsInvalid(
-            'HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS must be {"<namespace>": ["<sa>", ...]}'
-        )
+        raise SettingsInvalid(f'{variable} must be {{"<namespace>": ["<sa>", ...]}}')
+    for ns, names in parsed.items():
+        if not is_namespace_name(ns):
+            raise SettingsInvalid(f"{variable} key {shown(ns)} is not {_NAMESPACE_RULE}")
+        for name in names:
+            if not is_service_account_name(name):
+                raise SettingsInvalid(
+                    f"{variable}[{shown(ns)}] entry {shown(name)} is not {_SA_RULE}"
+                )
     return {ns: tuple(names) for ns, names in parsed.items()}
+
+
+def parse_operator_namespace(environ: Mapping[str, str]) -> str:
+    """S8.1 HIKYO_OPERATOR_NAMESPACE, else POD_NAMESPACE. Empty is allowed here and refused
+    where a namespace is needed (workers/runtime.py), so `manage.py migrate` runs without."""
+    for variable in ("HIKYO_OPERATOR_NAMESPACE", "POD_NAMESPACE"):
+        value = (environ.get(variable) or "").strip()
+        if value:
+            if not is_namespace_name(value):
+                raise SettingsInvalid(f"{variable}={shown(value)} is not {_NAMESPACE_RULE}")
+            return value
+    return ""
+
+
+def parse_address(name: str, raw: str | None, default: str) -> tuple[str, int]:
+    """S8.1 listen addresses: ``[host]:port`` with a port 1-65535; an empty host = all."""
+    text = (raw or "").strip() or default
+    host, colon, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:8081
+    digits = port.isascii() and port.isdigit() and len(port) <= 5  # int() refuses 4300+
+    if not colon or not digits or not 0 < int(port) < 65536:
+        raise SettingsInvalid(f"{name}={shown(text)} is not [host]:port with a port 1-65535")
+    if any(c.isspace() for c in host):
+        raise SettingsInvalid(f"{name}={shown(text)} is not [host]:port (space in the host)")
+    return host or "0.0.0.0", int(port)
+
+
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET")
+
+
+def parse_log_level(name: str, raw: str | None, default: str) -> str:
+    """A logging level name, any case (else logging.config fails later, with a traceback)."""
+    if raw is None or not raw.strip():
+        return default
+    value = raw.strip().upper()
+    if value not in LOG_LEVELS:
+        raise SettingsInvalid(f"{name}={shown(raw)} is not one of {', '.join(LOG_LEVELS)}")
+    return value
 
 
 def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
     """Reads the S8.1 variables from ``environ`` (passed in: only Django settings reads os)."""
     return OperatorSettings(
-        operator_namespace=(
-            environ.get("HIKYO_OPERATOR_NAMESPACE") or environ.get("POD_NAMESPACE") or ""
-        ).strip(),
+        operator_namespace=parse_operator_namespace(environ),
         native_secret_types=parse_bool(
             "HIKYO_OPERATOR_NATIVE_SECRET_TYPES",
             environ.get("HIKYO_OPERATOR_NATIVE_SECRET_TYPES"),

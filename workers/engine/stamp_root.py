@@ -8,6 +8,8 @@ its length is wrong.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from k8s.errors import AlreadyExists
 
@@ -23,11 +25,32 @@ class StampRootUnavailable(Exception):
     """R12 failed; the message says what to do (it never holds the root)."""
 
 
+def stamped_in_reach(crs: Iterable[Mapping[str, Any]], operator_namespace: str) -> list[str]:
+    """S6.3: "namespace/name" of the listed CRs (already limited to the watch list) whose
+    recorded stamp a new root would invalidate.
+
+    Left out: CRs in the operator namespace, which are never reconciled (S8.5), and CRs whose
+    status another operator wrote (S4.1.7): their stamps come from that operator's root, so
+    ours being absent loses nothing; taking such a CR over restarts its workloads once anyway.
+    """
+    found = []
+    for cr in crs:
+        metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
+        if not status.get("stamp") or metadata.get("namespace") == operator_namespace:
+            continue
+        if status.get("operatorNamespace") not in (None, "", operator_namespace):
+            continue
+        found.append(f"{metadata.get('namespace')}/{metadata.get('name')}")
+    return found
+
+
 def read_stamp_root(cluster: Cluster, settings: OperatorSettings) -> bytes:
     namespace = settings.operator_namespace
     secret = cluster.get_secret(namespace, STAMP_ROOT_SECRET)
     if secret is None:
-        if not settings.allow_stamp_root_reset and cluster.any_hikyosecret_has_stamp():
+        if not settings.allow_stamp_root_reset and stamped_in_reach(
+            cluster.list_hikyosecrets_in(settings.namespaces), namespace
+        ):
             raise StampRootUnavailable(
                 f"stamp root missing: restore Secret {namespace}/{STAMP_ROOT_SECRET}, or set "
                 "HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true to accept one restart of every "

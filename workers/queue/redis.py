@@ -254,6 +254,20 @@ return tostring(wait)
 """
 
 
+CALL_TIMEOUT_SECONDS = 5.0  # every script is a few O(log n) steps; 5 s means Redis is gone
+
+
+def bounded(client: redis.Redis) -> redis.Redis:
+    """Every call bounded (issue 7 items 2, 4): a client built without socket timeouts (older
+    redis-py defaults to none) gets them, so a Redis that accepts and never answers raises
+    ``redis.TimeoutError`` instead of holding a run. A caller's own timeouts stay."""
+    options = client.connection_pool.connection_kwargs
+    for option in ("socket_timeout", "socket_connect_timeout"):
+        if options.get(option) is None:
+            options[option] = CALL_TIMEOUT_SECONDS
+    return client
+
+
 class RedisQueue(KeyedQueue):
     """``KeyedQueue`` on Redis. Due times are absolute floats on ``clock``; locks use PX."""
 
@@ -267,7 +281,7 @@ class RedisQueue(KeyedQueue):
         clock: Clock = time.time,
         rng: random.Random | None = None,
     ) -> None:
-        self._redis = client
+        self._redis = bounded(client)
         self._prefix = prefix
         self._clock = clock
         self._rng = rng or random.Random()

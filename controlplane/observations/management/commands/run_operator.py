@@ -4,6 +4,8 @@ Embedded (no Redis configured, the default): watches, scheduler, an in-memory ke
 a thread pool of reconciles in this one process. Scaled (HIKYO_OPERATOR_REDIS_URL / REDIS_URL
 set): this process watches and dispatches while it holds the Lease; Celery workers
 (``celery -A workers.celery_app worker``) run the reconciles.
+
+It migrates the observation database before anything records (issue 7 item 5).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from django.core.wsgi import get_wsgi_application
 
 from controlplane.observations import process
+from controlplane.observations.migrate_at_start import MigrationFailed, migrate_observation_store
 from controlplane.observations.recording import BackgroundRecorder
+from workers.engine.settings import SettingsInvalid, parse_address
 from workers.operator_process import (
     OperatorProcess,
     celery_report_sender,
@@ -29,11 +33,6 @@ from workers.operator_process import (
 from workers.runtime import build_runtime
 
 log = logging.getLogger(__name__)
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host or "0.0.0.0", int(port)
 
 
 class Command(BaseCommand):
@@ -47,6 +46,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, http_addr: str, **options: Any) -> None:
+        try:  # S8.1: a bad address is one line, not a traceback
+            address = parse_address("--http-addr", http_addr, ":8081")
+        except SettingsInvalid as error:
+            raise CommandError(str(error)) from None
+        try:
+            migrate_observation_store()
+        except MigrationFailed as error:
+            raise CommandError(str(error)) from None
         operator_settings = settings.HIKYO_OPERATOR
         recorder = BackgroundRecorder()
         try:
@@ -69,7 +76,7 @@ class Command(BaseCommand):
         )
         process.current = operator
         try:
-            server = ThreadedWSGIServer(_address(http_addr), WSGIRequestHandler)
+            server = ThreadedWSGIServer(address, WSGIRequestHandler, ipv6=":" in address[0])
         except OSError as error:
             raise CommandError(f"cannot serve http on {http_addr}: {error.strerror}") from error
         server.set_app(get_wsgi_application())

@@ -1,0 +1,91 @@
+"""S4.1.7 with two real operators (distinct operator namespaces, so distinct Leases and stamp
+roots, both watching the same namespace): B stands off a CR while A's Lease is live, and takes
+it over once A has stopped, re-marking ``status.operatorNamespace`` and delivering again."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.support.operator_harness import Operator, populate
+from tests.support.waiting import wait_for
+from tests.support.world import World, canary
+
+RESYNC = "10s"  # 3 x 10 s: a dead owner's Lease goes stale 30 s after its last renewal
+
+
+def _operator(tmp: Path, kubeconfig: Path, home: str, watched: str) -> Operator:
+    operator = Operator(tmp, kubeconfig, None)
+    operator.env["HIKYO_OPERATOR_NAMESPACE"] = home  # its own Lease and stamp root
+    operator.env["HIKYO_OPERATOR_NAMESPACES"] = watched  # leave the rest of the cluster alone
+    return operator
+
+
+def _ready_and_owned_by(world: World, home: str) -> dict | None:
+    cr = world.cr("app-0")
+    status = cr.get("status") or {}
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []
+    )
+    owned = status.get("operatorNamespace") == home
+    current = status.get("observedGeneration") == cr["metadata"]["generation"]
+    return status if ready and owned and current else None
+
+
+def _delivered(world: World, value: str) -> bool:
+    secret = world.core.read_namespaced_secret("app-env-0", world.namespace)
+    return base64.b64decode((secret.data or {}).get("log-level", "")).decode() == value
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "stop",
+    [
+        pytest.param("released", id="owner-stopped-cleanly-lease-released"),
+        pytest.param("killed", id="owner-killed-lease-ages-past-3x-resync"),
+    ],
+)
+def test_a_second_operator_takes_the_cr_over_once_the_owner_stops(
+    world, kubeconfig, tmp_path, stop
+):
+    core = client.CoreV1Api(world.api_client)
+    suffix = uuid.uuid4().hex[:8]
+    home_a, home_b = f"op-a-{suffix}", f"op-b-{suffix}"
+    for home in (home_a, home_b):
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=home)))
+    populate(world, 1, resyncInterval=RESYNC)
+    a = _operator(tmp_path / "a", kubeconfig, home_a, world.namespace)
+    b = _operator(tmp_path / "b", kubeconfig, home_b, world.namespace)
+    try:
+        first = a.start_leader("operator-a")
+        wait_for(lambda: _ready_and_owned_by(world, home_a), timeout=120, what="A delivers")
+        second = b.start_leader("operator-b")
+        standing_off = f"belongs to the live operator in namespace {home_a}"
+        wait_for(lambda: standing_off in second.log(), timeout=60, what="B stands off")
+        assert world.status("app-0")["operatorNamespace"] == home_a  # B wrote nothing
+
+        if stop == "released":
+            first.stop()  # SIGTERM: A hands its Lease back (holderIdentity "")
+        else:
+            first.kill()  # SIGKILL: A's Lease keeps its holder and just stops being renewed
+        changed = canary("value")
+        world.publish(DATABASE_URL=canary("value"), LOG_LEVEL=changed)  # only B is left to see it
+
+        wait_for(
+            lambda: _ready_and_owned_by(world, home_b) if _delivered(world, changed) else None,
+            timeout=180,
+            interval=0.5,
+            what="B takes the CR over and delivers the new value",
+        )
+    finally:
+        b.stop()
+        a.stop()
+        for home in (home_a, home_b):
+            core.delete_namespace(home)
+    log = second.log()
+    assert "stamp root missing" not in log  # S6.3: A's stamps are not B's to protect
+    assert "Traceback" not in log

@@ -1,0 +1,117 @@
+"""Every observation table is bounded (issue 7 item 5, design.md principle 3): per HikyoSecret
+the latest N rows of each kind stay, and everything about a CR no longer reconciled (deleted)
+is forgotten after a week. Real database (pytest-django), the recorder's own write paths."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controlplane.observations.managers import (
+    FORGET_UNCHECKED_AFTER,
+    KEEP_CONDITION_CHANGES_PER_OBJECT,
+    KEEP_EVENTS_PER_OBJECT,
+    KEEP_REPORTS_PER_OBJECT,
+    KEEP_RUNS_PER_OBJECT,
+)
+from controlplane.observations.models import (
+    ConditionChange,
+    EventRecord,
+    ReconcileRun,
+    StatusReport,
+    TrackedObject,
+)
+from controlplane.observations.recording import forget_unchecked, record_report, record_run
+from workers.engine.outcome import Event, Outcome, Requeue
+from workers.engine.reconcile import RunResult
+from workers.keys import ObjectKey
+from workers.reporting import ReportAttempt
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+MOST_KEPT = max(KEEP_RUNS_PER_OBJECT, KEEP_CONDITION_CHANGES_PER_OBJECT, KEEP_EVENTS_PER_OBJECT)
+
+
+def _ready(status: str) -> list[dict[str, str]]:
+    reason = "Delivered" if status == "True" else "FetchFailed"
+    return [{"type": "Ready", "status": status, "reason": reason, "message": ""}]
+
+
+def _record_flap(uid: str, n: int, at: datetime) -> None:
+    """Run ``n`` of a CR that flaps: Ready flips, one event, a status write (so every kind of
+    row is written, each naming ``n``)."""
+    before, after = ("False", "True") if n % 2 else ("True", "False")
+    result = RunResult(
+        outcome=Outcome(reason="Delivered", requeue=Requeue.RESYNC, message=f"run {n}"),
+        namespace="ns",
+        name=f"app-{uid}",
+        uid=uid,
+        generation=1,
+        conditions_before=_ready(before),
+        conditions_after=_ready(after),
+        status_written=True,
+        events_emitted=[Event("Normal", "Delivered", f"run {n}")],
+    )
+    record_run(result, at, 0.01)
+
+
+def test_a_flapping_hikyosecret_keeps_only_its_latest_rows_of_each_kind():
+    total = MOST_KEPT + 25
+    for n in range(total):
+        _record_flap("flappy", n, T0 + timedelta(seconds=n))
+    for n in range(3):
+        _record_flap("calm", n, T0 + timedelta(seconds=n))
+
+    for model, keep in (
+        (ReconcileRun, KEEP_RUNS_PER_OBJECT),
+        (ConditionChange, KEEP_CONDITION_CHANGES_PER_OBJECT),
+        (EventRecord, KEEP_EVENTS_PER_OBJECT),
+    ):
+        kept = model.objects.filter(uid="flappy")
+        assert kept.count() == keep, model.__name__
+        # the newest are the ones kept: exactly the last ``keep`` runs' rows
+        messages = set(kept.values_list("message", flat=True))
+        if model is ConditionChange:
+            assert len(messages) == 1  # condition messages are the condition's, not the run's
+        else:
+            assert messages == {f"run {n}" for n in range(total - keep, total)}, model.__name__
+        time_field = "started_at" if model is ReconcileRun else "at"
+        oldest = kept.order_by(time_field).values_list(time_field, flat=True).first()
+        assert oldest == T0 + timedelta(seconds=total - keep), model.__name__
+        assert model.objects.filter(uid="calm").count() == 3  # the bound is per object
+    assert TrackedObject.objects.get(uid="flappy").runs_total == total  # counters keep counting
+
+
+def test_status_reports_keep_only_the_latest_per_object():
+    total = KEEP_REPORTS_PER_OBJECT + 10
+    key, other = ObjectKey("ns", "app", "reported"), ObjectKey("ns", "other", "quiet")
+    for n in range(total):
+        record_report(ReportAttempt(key, T0 + timedelta(seconds=n), 200, f"accepted {n}"))
+    record_report(ReportAttempt(other, T0, 200, "accepted"))
+
+    kept = StatusReport.objects.filter(uid=key.uid)
+    assert kept.count() == KEEP_REPORTS_PER_OBJECT
+    assert set(kept.values_list("outcome", flat=True)) == {
+        f"accepted {n}" for n in range(total - KEEP_REPORTS_PER_OBJECT, total)
+    }
+    assert StatusReport.objects.filter(uid=other.uid).count() == 1
+
+
+def test_a_deleted_hikyosecrets_rows_are_forgotten_once_unchecked_for_a_week():
+    _record_flap("deleted", 0, T0)  # its last run: then the CR went away
+    record_report(ReportAttempt(ObjectKey("ns", "app-deleted", "deleted"), T0, 200, "accepted"))
+    _record_flap("live", 0, T0)
+    just_before = T0 + FORGET_UNCHECKED_AFTER - timedelta(minutes=1)
+    _record_flap("live", 1, just_before)  # a live CR is checked every resyncInterval
+
+    assert forget_unchecked(just_before) == 0  # not a week yet: nothing goes
+    assert TrackedObject.objects.filter(uid="deleted").exists()
+
+    assert forget_unchecked(T0 + FORGET_UNCHECKED_AFTER + timedelta(minutes=1)) == 1
+    assert not TrackedObject.objects.filter(uid="deleted").exists()
+    for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport):
+        assert not model.objects.filter(uid="deleted").exists(), model.__name__
+    assert TrackedObject.objects.filter(uid="live").exists()
+    assert ReconcileRun.objects.filter(uid="live").count() == 2
