@@ -20,7 +20,7 @@ from .engine.credentials import CredentialRefused, acquire_credential
 from .engine.delivery import HikyoClientError
 from .engine.hikyo_client import Scope
 from .engine.outcome import Requeue
-from .engine.pacing import pause_instance, pause_left
+from .engine.pacing import note_answer, pause_instance, pause_left, unresponsive_wait
 from .engine.reports import heartbeat_period, report_body, reporting_offered, verdict
 from .engine.spec import SpecInvalid, parse_spec
 from .keys import ObjectKey
@@ -95,8 +95,14 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
         return None, period
     instance_uid, now = instance["metadata"]["uid"], time.time()
     paused = pause_left(store, instance_uid, now)  # S4.1.6: reports share the instance's pace
-    wait = paused or store.take_token(
-        f"instance:{instance_uid}", runtime.settings.fetch_qps, runtime.settings.fetch_burst
+    # A report to an instance that stopped answering would hold a worker slot like a fetch:
+    # it waits for the probe gate too (the report may be the probe).
+    wait = (
+        paused
+        or unresponsive_wait(store, instance_uid)
+        or store.take_token(
+            f"instance:{instance_uid}", runtime.settings.fetch_qps, runtime.settings.fetch_burst
+        )
     )
     if wait > 0:
         return None, wait
@@ -108,6 +114,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     answer = client.report_status(
         Scope(spec.org, spec.project, spec.environment), token=token, report=body
     )
+    note_answer(store, instance_uid, answer.detail if answer.status is None else None)
     decided = verdict(answer.status, answer.retry_after, period)
     if answer.status == 429:  # S7.5: plus the instance pause
         pause_instance(store, instance_uid, answer.retry_after or 1.0, now)

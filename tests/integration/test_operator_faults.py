@@ -4,32 +4,25 @@ restarted, and a slow Hikyo server that must not hold up other HikyoSecrets."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
-
 import pytest
 import redis
 from kubernetes import client
 
 from devserver import Fault
 from tests.support.factories import GROUP, VERSION
-from tests.support.operator_harness import Operator, assert_serialized, populate, ready_count
+from tests.support.operator_harness import (
+    Operator,
+    assert_serialized,
+    populate,
+    ready_count,
+    readyz,
+)
 from tests.support.processes import RedisServer, locate_redis_server
 from tests.support.waiting import wait_for
 from tests.support.world import World, canary
 from workers.engine.settings import LEASE_NAME
 
 from .conftest import LOCAL_CLUSTER, OPERATOR_NAMESPACE
-
-
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=3) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:
-        return 0, type(error).__name__
 
 
 def _add_crs(world: World, start: int, count: int) -> None:
@@ -81,15 +74,15 @@ def test_redis_restarted_empty_then_everything_converges(world, kubeconfig, tmp_
 
         server.stop()
         wait_for(
-            lambda: _readyz(operator.http_port)[0] == 503,
+            lambda: readyz(operator.http_port)[0] == 503,
             timeout=60,
             what="/readyz to report the store",
         )
-        assert "keyed-queue store unreachable" in _readyz(operator.http_port)[1]
+        assert "keyed-queue store unreachable" in readyz(operator.http_port)[1]
         _add_crs(world, 10, 5)  # changes while Redis is down
 
         server.start()  # same port, empty: every queued key and broker message is gone
-        wait_for(lambda: _readyz(operator.http_port)[0] == 200, timeout=120, what="/readyz ok")
+        wait_for(lambda: readyz(operator.http_port)[0] == 200, timeout=120, what="/readyz ok")
         wait_for(
             lambda: ready_count(world) == 15,
             timeout=300,

@@ -9,8 +9,6 @@ apiserver always serves the real ones.
 from __future__ import annotations
 
 import copy
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +17,7 @@ from kubernetes import client, config
 
 from k8s.crd_manifests import install_crds, load_crd_manifests
 from k8s.localcluster import LocalControlPlane
-from tests.support.operator_harness import RUN_LINE, Operator, populate, ready_count
+from tests.support.operator_harness import RUN_LINE, Operator, populate, ready_count, readyz
 from tests.support.waiting import wait_for
 from tests.support.world import World
 from workers.engine.crd_check import HIKYOSECRETS_CRD
@@ -27,18 +25,8 @@ from workers.engine.crd_check import HIKYOSECRETS_CRD
 from .conftest import OPERATOR_NAMESPACE, make_engine
 
 
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=3) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:
-        return 0, type(error).__name__
-
-
 def _readyz_saying(port: int, *texts: str) -> tuple[int, str] | None:
-    answer = _readyz(port)
+    answer = readyz(port)
     return answer if all(text in answer[1] for text in texts) else None
 
 
@@ -110,7 +98,7 @@ def test_a_served_crd_without_all_keys_fails_readyz_and_holds_every_reconcile(
         assert world.status("app-0") == {}  # no write
 
         install_crds(api)  # the upgrade brings spec.allKeys
-        wait_for(lambda: _readyz(operator.http_port)[0] == 200, timeout=90, what="/readyz ok")
+        wait_for(lambda: readyz(operator.http_port)[0] == 200, timeout=90, what="/readyz ok")
         wait_for(lambda: ready_count(world) == 1, timeout=90, what="the held CR reconciled")
     finally:
         operator.stop()

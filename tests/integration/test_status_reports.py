@@ -136,3 +136,23 @@ def test_the_observation_store_keeps_status_and_conditions_only(world, runtime):
     assert (row.http_status, row.outcome) == (204, "accepted")
     assert {c["type"] for c in row.conditions} == {"Ready", "Synced"}
     assert all(set(c) == {"type", "status", "reason"} for c in row.conditions)
+
+
+def test_a_report_waits_for_the_probe_gate_of_an_instance_that_stopped_answering(
+    world, runtime
+):
+    """A report to a hanging instance would hold a worker slot like a fetch: while another
+    request probes the instance, the report is deferred without a request."""
+    from workers.engine.pacing import note_answer
+
+    key = _deliver(world, runtime)
+    instance_uid = runtime.cluster.get_instance(world.instance)["metadata"]["uid"]
+    note_answer(runtime.queue, instance_uid, "timeout")  # a fetch to it just timed out
+    assert _report(runtime, key) is None
+    assert world.devserver.status_reports == []
+    assert runtime.reports.due_in(key) > 0  # deferred to the next probe, not dropped
+
+    note_answer(runtime.queue, instance_uid, None)  # a probe got an answer
+    runtime.reports.add(key)  # the next status write asks again
+    attempt = _report(runtime, key)
+    assert attempt is not None and attempt.http_status == 204

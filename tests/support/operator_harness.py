@@ -9,6 +9,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -192,3 +194,14 @@ def all_current(world: World) -> bool:
         )
         for item in listed["items"]
     )
+
+
+def readyz(port: int) -> tuple[int, str]:
+    """The operator's /readyz as (HTTP status, body); (0, error class) when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=3) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError as error:
+        return 0, type(error).__name__
