@@ -28,7 +28,12 @@ os.environ.setdefault("HIKYO_OPERATOR_NAMESPACE", "hikyo-system")
 
 import django  # noqa: E402 - after the path and settings above
 
-django.setup()
+from workers.engine.settings import SettingsInvalid  # noqa: E402
+
+try:
+    django.setup()
+except SettingsInvalid as error:  # S8.1: one line naming the variable and the rule
+    sys.exit(f"hikyo-operator: {error}")
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402

@@ -126,9 +126,10 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
         wait_for(lambda: ready_count(world) == 5, timeout=180, interval=1, what="5 Ready")
         assert "became leader" not in second.log()
 
+        held_by_first = _lease(api_client).spec.holder_identity
         first.kill()
         last_renewal = _lease(api_client).spec  # a dead holder renews no more
-        assert last_renewal.holder_identity == "operator-a"
+        assert last_renewal.holder_identity == held_by_first
         wait_for(
             lambda: "became leader" in second.log(),
             timeout=60,
@@ -142,7 +143,7 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
         operator.stop()
     # S4.1.5: the standby took the Lease over, and only once the dead holder's term had run out
     # (times as recorded by the apiserver, not measured by this test).
-    assert taken.holder_identity == "operator-b"
+    assert taken.holder_identity not in ("", held_by_first)
     assert taken.lease_transitions == (last_renewal.lease_transitions or 0) + 1
     waited = (taken.acquire_time - last_renewal.renew_time).total_seconds()
     assert waited >= last_renewal.lease_duration_seconds - 1, waited
