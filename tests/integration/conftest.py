@@ -22,6 +22,7 @@ from devserver import DevServer
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
 from k8s.localcluster import LocalControlPlane, locate_binaries
+from tests.support.fault_matrix import table_lines as fault_table_lines
 from tests.support.world import World
 from workers.engine.clients import ClientCache
 from workers.engine.reconcile import Engine
@@ -83,6 +84,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
             f"kube-apiserver /version: {_server_version['git_version']} "
             f"({_server_version['platform']})"
         )
+    # The fault matrix (tests/integration/test_fault_matrix.py), one line per fault that ran.
+    for line in fault_table_lines():
+        terminalreporter.write_line(line)
 
 
 # --- the delivery engine's world --------------------------------------------------------------

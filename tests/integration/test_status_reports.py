@@ -138,9 +138,7 @@ def test_the_observation_store_keeps_status_and_conditions_only(world, runtime):
     assert all(set(c) == {"type", "status", "reason"} for c in row.conditions)
 
 
-def test_a_report_waits_for_the_probe_gate_of_an_instance_that_stopped_answering(
-    world, runtime
-):
+def test_a_report_waits_for_the_probe_gate_of_an_instance_that_stopped_answering(world, runtime):
     """A report to a hanging instance would hold a worker slot like a fetch: while another
     request probes the instance, the report is deferred without a request."""
     from workers.engine.pacing import note_answer

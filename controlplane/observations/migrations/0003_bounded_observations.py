@@ -4,26 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('observations', '0002_status_report'),
+        ("observations", "0002_status_report"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='conditionchange',
-            index=models.Index(fields=['uid', '-at'], name='observation_uid_739284_idx'),
+            model_name="conditionchange",
+            index=models.Index(fields=["uid", "-at"], name="observation_uid_739284_idx"),
         ),
         migrations.AddIndex(
-            model_name='eventrecord',
-            index=models.Index(fields=['uid', '-at'], name='observation_uid_f33a39_idx'),
+            model_name="eventrecord",
+            index=models.Index(fields=["uid", "-at"], name="observation_uid_f33a39_idx"),
         ),
         migrations.AddIndex(
-            model_name='statusreport',
-            index=models.Index(fields=['uid', '-at'], name='observation_uid_002961_idx'),
+            model_name="statusreport",
+            index=models.Index(fields=["uid", "-at"], name="observation_uid_002961_idx"),
         ),
         migrations.AddIndex(
-            model_name='trackedobject',
-            index=models.Index(fields=['last_checked_at'], name='observation_last_ch_b008f1_idx'),
+            model_name="trackedobject",
+            index=models.Index(fields=["last_checked_at"], name="observation_last_ch_b008f1_idx"),
         ),
     ]
