@@ -60,7 +60,11 @@ def redis_url_from(environ: Mapping[str, str]) -> tuple[str, str] | None:
     for variable in ("HIKYO_OPERATOR_REDIS_URL", "REDIS_URL"):
         url = (environ.get(variable) or "").strip()
         if url:
-            if urlsplit(url).scheme not in REDIS_SCHEMES:
+            try:
+                scheme = urlsplit(url).scheme
+            except ValueError:  # e.g. an unclosed [ in the host: never echo the URL
+                scheme = ""
+            if scheme not in REDIS_SCHEMES:
                 raise SettingsInvalid(
                     f"{variable} is not a Redis URL (redis://, rediss:// or unix://)"
                 )

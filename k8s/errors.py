@@ -70,3 +70,9 @@ class FenceLost(KubeError):
 
     def __init__(self, action: str, why: str) -> None:
         super().__init__(action, None, why)
+
+
+def describe(error: BaseException) -> str:
+    """An API or store error in one line without bodies (they may echo a request): our error
+    tree's own text is value-free (action and status); anything else is named by its type."""
+    return str(error) if isinstance(error, KubeError) else type(error).__name__

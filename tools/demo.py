@@ -28,12 +28,10 @@ os.environ.setdefault("HIKYO_OPERATOR_NAMESPACE", "hikyo-system")
 
 import django  # noqa: E402 - after the path and settings above
 
-from workers.engine.settings import SettingsInvalid  # noqa: E402
+from controlplane.boot import load_settings_or_exit  # noqa: E402
 
-try:
-    django.setup()
-except SettingsInvalid as error:  # S8.1: one line naming the variable and the rule
-    sys.exit(f"hikyo-operator: {error}")
+load_settings_or_exit()
+django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402

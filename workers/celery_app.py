@@ -2,23 +2,16 @@
 
 import logging
 import os
-import sys
 from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init
-from django.conf import settings
 
-from workers.engine.settings import SettingsInvalid
+from controlplane.boot import load_settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-try:
-    settings.INSTALLED_APPS  # noqa: B018 - loads the settings module: S8.1 checks run here
-except SettingsInvalid as error:
-    # S8.1: one line naming the variable and the rule, exit non-zero, no traceback (celery's
-    # CLI would otherwise print the import failure with its whole stack).
-    sys.stderr.write(f"hikyo-operator: {error}\n")
-    sys.exit(2)
+# S8.1: a bad value is one line, not celery's import failure with its whole stack.
+load_settings_or_exit()
 
 app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -53,7 +53,10 @@ class Dispatcher(threading.Thread):
                 if not self._marked:
                     # S8.4: this term's marker. A store that is merely new (a fresh process, an
                     # empty reports queue) is no loss: the watches' initial lists fill it.
-                    self.queue.mark_generation()
+                    if not self.queue.mark_generation():
+                        log.info(
+                            "%s store is new or was lost: the watches' lists fill it", self.what
+                        )
                     self._marked = True
                 free = self.capacity()
                 tickets = self.queue.take_due(limit=free) if free > 0 else []

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from k8s.errors import KubeError
+from k8s.errors import describe
 from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
@@ -70,9 +70,9 @@ class ServedCrdCheck(threading.Thread):
         except Exception as error:
             # A read that fails proves nothing about the schema: keep the last verdict, but
             # never pass before one check has.
-            log.warning("served-CRD check could not read the CRDs: %s", _described(error))
+            log.warning("served-CRD check could not read the CRDs: %s", describe(error))
             if self.problem == CRD_UNCHECKED:
-                self.problem = f"served CRDs unreadable (S8.7): {_described(error)}"
+                self.problem = f"served CRDs unreadable (S8.7): {describe(error)}"
             return self.problem
         problems = served_crd_problems(crds, self.version)
         found = f"served-CRD check failed (S8.7): {'; '.join(problems)}" if problems else None
@@ -83,11 +83,6 @@ class ServedCrdCheck(threading.Thread):
                 log.info("served-CRD check passed (S8.7)")
         self.problem = found
         return found
-
-
-def _described(error: Exception) -> str:
-    # KubeError text is value-free (action and status); anything else: its type only.
-    return str(error) if isinstance(error, KubeError) else type(error).__name__
 
 
 class OperatorProcess:
@@ -184,8 +179,6 @@ class OperatorProcess:
         self.crd_check.start()
         self._leading = leading
         settings = self.runtime.settings
-        if not self.runtime.queue.mark_generation():
-            log.info("keyed-queue store is new or was lost: every CR in reach is re-enqueued")
         self.router = EventRouter(
             self.runtime.queue,
             settings.operator_namespace,

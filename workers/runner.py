@@ -13,7 +13,8 @@ from typing import Any
 from redis.exceptions import RedisError
 from urllib3.exceptions import HTTPError
 
-from k8s.errors import KubeError
+from k8s.client import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
+from k8s.errors import KubeError, describe
 
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
@@ -26,13 +27,18 @@ log = logging.getLogger(__name__)
 LOCK_TTL_SECONDS = 120.0
 RENEW_EVERY_SECONDS = 30.0
 DEADLINE_SECONDS = 90.0  # S4.1.4: past it a run writes nothing more and its key is released
+# A write that passed its fence just before the deadline can take one request's timeouts to end
+# (k8s/client.py); the key is released only after that, so two runs never write at once.
+WRITE_GRACE_SECONDS = CONNECT_TIMEOUT_SECONDS + REQUEST_TIMEOUT_SECONDS
 
 
 class _RunGuard(threading.Thread):
     """One run's lock: renewed every 30 s until the 90 s deadline, then the run is abandoned
-    (S4.1.4). An abandoned run may still be inside a request, but it writes nothing more and
-    its key is released with backoff at once, so another worker takes it without waiting for
-    the lock to expire. Exactly one of the run and this guard settles the key."""
+    (S4.1.4). An abandoned run may still be inside a request, but its fence refuses every
+    further write; once a write already under way has had its time (``grace``), the key is
+    released with backoff, so another worker takes it without waiting for the lock to expire
+    (the lock's TTL outlasts the grace). Exactly one of the run and this guard settles the key.
+    """
 
     def __init__(
         self,
@@ -40,17 +46,18 @@ class _RunGuard(threading.Thread):
         lock: Lock,
         *,
         deadline: float = DEADLINE_SECONDS,
+        grace: float = WRITE_GRACE_SECONDS,
         renew_every: float = RENEW_EVERY_SECONDS,
         ttl: float = LOCK_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="lock-renewer", daemon=True)
         self.queue, self.lock, self.ttl, self.clock = queue, lock, ttl, clock
-        self.deadline, self.renew_every = deadline, renew_every
+        self.deadline, self.grace, self.renew_every = deadline, grace, renew_every
         self.deadline_at = clock() + deadline
         self.done = threading.Event()
         self.lost: str | None = None
-        self.abandoned = False  # settled by this guard at the deadline
+        self.abandoned = False  # settled by this guard after the deadline
         self._settled = False
         self._settling = threading.Lock()
 
@@ -58,23 +65,31 @@ class _RunGuard(threading.Thread):
         while not self.done.wait(min(self.renew_every, max(self.deadline_at - self.clock(), 0))):
             if self.clock() >= self.deadline_at:
                 self.lost = f"reconcile deadline of {self.deadline:g} s passed"
-                self.abandoned = self.settle(Requeue.BACKOFF)
-                if self.abandoned:
-                    log.warning(
-                        "reconcile of %s abandoned at its %g s deadline; key released, retried "
-                        "with backoff",
-                        self.lock.key,
-                        self.deadline,
-                    )
+                if not self.done.wait(self.grace):
+                    self._abandon()
                 return
             try:
                 renewed = self.queue.renew(self.lock, self.ttl)
             except Exception as error:  # the store is unreachable: the fence checks it too
-                log.warning("renewing the lock of %s failed: %s", self.lock.key, _brief(error))
+                log.warning("renewing the lock of %s failed: %s", self.lock.key, describe(error))
                 continue
             if not renewed:
                 self.lost = "per-key lock no longer held"
                 return
+
+    def _abandon(self) -> None:
+        try:
+            self.abandoned = self.settle(Requeue.BACKOFF)
+        except Exception as error:  # the store is unreachable: the lock expires by its TTL
+            log.warning("releasing the key of %s failed: %s", self.lock.key, describe(error))
+            return
+        if self.abandoned:
+            log.warning(
+                "reconcile of %s abandoned at its %g s deadline; key released, retried with "
+                "backoff",
+                self.lock.key,
+                self.deadline,
+            )
 
     def fence(self) -> str | None:
         """Why this run may no longer write (S4.1.4), or None."""
@@ -92,11 +107,6 @@ class _RunGuard(threading.Thread):
             self._settled = True
         self.queue.finish(self.lock, requeue, **timer)
         return True
-
-
-def _brief(error: BaseException) -> str:
-    """A store or API error in one line, without bodies (they may echo requests)."""
-    return str(error) if isinstance(error, KubeError) else type(error).__name__
 
 
 def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -> RunResult | None:
@@ -118,6 +128,7 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
         queue,
         lock,
         deadline=DEADLINE_SECONDS,
+        grace=WRITE_GRACE_SECONDS,
         renew_every=RENEW_EVERY_SECONDS,
         ttl=LOCK_TTL_SECONDS,
     )
@@ -129,7 +140,7 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
     except (KubeError, HTTPError, OSError, RedisError) as error:
         # The apiserver or the store is unreachable or failing: one line, back off, the next
         # run repairs.
-        log.warning("reconcile of %s interrupted: %s", key, _brief(error))
+        log.warning("reconcile of %s interrupted: %s", key, describe(error))
         guard.settle(Requeue.BACKOFF)
         return None
     except Exception:

@@ -64,9 +64,6 @@ class Runtime:
         return Engine(cluster=cluster, store=store, settings=self.settings, client_for=self.clients)
 
 
-REDIS_TIMEOUT_SECONDS = 5.0
-
-
 def require_namespace(settings: OperatorSettings) -> None:
     if not settings.operator_namespace:
         raise ValueError(
@@ -81,13 +78,9 @@ def build_queue(redis_url: str | None, prefix: str = "hikyo") -> KeyedQueue:
 
         from .queue.redis import RedisQueue
 
-        # Bounded: a Redis that accepts and never answers must not hold a run (S8.4).
-        connection = redis.Redis.from_url(
-            redis_url,
-            socket_timeout=REDIS_TIMEOUT_SECONDS,
-            socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-            health_check_interval=30,
-        )
+        # RedisQueue bounds every call (its socket timeouts); a pooled connection is checked
+        # before reuse after 30 s idle, so one dropped by a Redis restart is not tried first.
+        connection = redis.Redis.from_url(redis_url, health_check_interval=30)
         return RedisQueue(connection, prefix=prefix)
     from .queue.memory import MemoryQueue
 

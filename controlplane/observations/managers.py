@@ -38,9 +38,10 @@ class PerObjectManager(models.Manager):
         keep = self.keep if keep is None else keep
         stale = self.filter(uid=uid).order_by(*self.newest_first).values_list("id", flat=True)
         ids = list(stale[keep:])
-        if not ids:
-            return 0
-        deleted, _ = self.filter(id__in=ids).delete()
+        deleted = 0
+        for start in range(0, len(ids), 500):  # bounded IN lists (a long backlog after upgrade)
+            count, _ = self.filter(id__in=ids[start : start + 500]).delete()
+            deleted += count
         return deleted
 
 

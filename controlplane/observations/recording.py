@@ -129,7 +129,10 @@ def record_report(attempt: ReportAttempt) -> None:
 
 
 SWEEP_EVERY_SECONDS = 3600.0  # forgetting is a few indexed deletes; hourly keeps it cheap
-_next_sweep = [0.0]  # monotonic time of the next sweep in this process
+# Not at start: after a long outage, live CRs must first be checked again (a full resync round)
+# before the ones still unchecked can be taken for deleted.
+FIRST_SWEEP_AFTER_SECONDS = 24 * 3600.0
+_next_sweep = [time.monotonic() + FIRST_SWEEP_AFTER_SECONDS]  # in this process
 
 
 def _sweep_now_and_then(now: datetime) -> None:

@@ -47,6 +47,7 @@ def test_a_run_stuck_on_a_silent_apiserver_releases_its_key_at_the_deadline(
     world, kubeconfig, tmp_path, monkeypatch, caplog
 ):
     monkeypatch.setattr(runner, "DEADLINE_SECONDS", 2.0)
+    monkeypatch.setattr(runner, "WRITE_GRACE_SECONDS", 1.0)
     world.publish(DATABASE_URL=canary("value"), LOG_LEVEL="info")
     world.grant()
     world.create_instance()

@@ -4,8 +4,6 @@ never answers raises ``redis.TimeoutError`` instead of holding a run for ever.""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tests.support.silent_peer import SilentPeer
 from workers.keys import ObjectKey
 from workers.queue import redis as redis_queue
 from workers.queue.base import Lock
@@ -22,28 +21,8 @@ from workers.queue.redis import RedisQueue
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A loopback port that accepts connections and never says a word."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(timeout=5)
-    for connection in accepted:
-        connection.close()
-    listener.close()
+    with SilentPeer() as peer:
+        yield peer.port
 
 
 def test_a_client_without_timeouts_gets_them_and_a_silent_redis_raises(silent_port, monkeypatch):

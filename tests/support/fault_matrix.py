@@ -284,9 +284,8 @@ def measure(row: FaultRow, fleets: list[Fleet], timeout: float, what: str) -> No
 
 
 def stop_keeping_logs(operator: Operator) -> dict[str, str]:
-    """Stops every process and returns their logs as they were just before: the test's SIGTERM
-    goes to each process group, so celery's pool children die under a running task and log
-    WorkerLostError tracebacks, an artefact of this stop and not of the fault under test."""
+    """Stops every process and returns their logs as they were just before the stop: what the
+    log checks judge is the fault, not how a test ends its processes."""
     logs = {service.name: service.log() for service in operator.services}
     operator.stop()
     return logs

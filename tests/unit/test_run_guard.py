@@ -24,7 +24,7 @@ def _taken(queue: MemoryQueue) -> object:
 def test_at_the_deadline_the_run_is_fenced_and_its_key_released_with_backoff():
     queue = MemoryQueue()
     lock = _taken(queue)
-    guard = _RunGuard(queue, lock, deadline=0.05, renew_every=0.01, ttl=120)
+    guard = _RunGuard(queue, lock, deadline=0.05, grace=0.01, renew_every=0.01, ttl=120)
     guard.start()
     guard.join(timeout=30)
     assert not guard.is_alive()
@@ -74,7 +74,7 @@ def test_renewals_stop_at_the_deadline():
 
     queue = CountingQueue()
     lock = _taken(queue)
-    guard = _RunGuard(queue, lock, deadline=0.3, renew_every=0.01, ttl=120)
+    guard = _RunGuard(queue, lock, deadline=0.3, grace=0.01, renew_every=0.01, ttl=120)
     guard.start()
     guard.join(timeout=30)
     assert renewals  # it did renew before the deadline

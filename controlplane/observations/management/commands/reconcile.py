@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from controlplane.observations.recording import record_run
 from k8s.errors import KubeError
@@ -56,6 +57,8 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read from the cluster: {error}") from error
         except ApiException as error:  # the Lease read; the body could echo the request
             raise CommandError(f"cannot read the leader Lease: HTTP {error.status}") from error
+        except (HTTPError, OSError) as error:  # unreachable or silent: it says no more
+            raise CommandError(f"cannot reach the cluster: {type(error).__name__}") from error
         key = ObjectKey(namespace, name, cr["metadata"]["uid"])
         lock = runtime.queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
         if lock is None:
