@@ -710,6 +710,27 @@ def test_a_429_pauses_every_cr_of_that_instance(world, api_client):
     assert len(world.requests()) == sent  # nothing went to the paused instance
 
 
+def test_crs_waiting_on_a_429_pause_come_back_spread_out(world, api_client):
+    """S4.1.6: each CR runs once per pause, not all at its end at once (the spread is fixed per
+    CR within one more pause length; ten CRs all within 5 s of each other would mean no spread:
+    for random UIDs that chance is about 1e-6)."""
+    world.ready()
+    names = [f"waiting-{index}" for index in range(10)]
+    for name in names:
+        world.create_cr(name, target={"name": f"{name}-env"})
+    world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="30"), times=1)
+    assert world.reconcile(forced_full=True).outcome.delay == 30
+    delays = []
+    for name in names:
+        outcome = world.reconcile(name).outcome
+        if outcome.reason == "FinalizerAdded":
+            outcome = world.reconcile(name).outcome
+        assert outcome.reason == "InstancePaused"
+        delays.append(outcome.delay)
+    assert all(25 < delay < 60 for delay in delays), delays
+    assert max(delays) - min(delays) > 5, delays
+
+
 def test_the_token_bucket_paces_fetches_without_failing(world, api_client):
     """S4.1.6 on an injected clock: the bucket's time moves only when the run sleeps."""
     world.ready()
