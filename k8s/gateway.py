@@ -255,6 +255,9 @@ class KubeCluster:
 
     def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]:
         """R7 via the CRD's selectable field spec.target.name."""
+        return self._list_hikyosecrets(namespace, field_selector=f"spec.target.name={target}")
+
+    def _list_hikyosecrets(self, namespace: str, **selector: str) -> list[dict[str, Any]]:
         with _translated(
             f"list hikyosecrets {namespace}",
             verb="list",
@@ -263,11 +266,7 @@ class KubeCluster:
             namespace=namespace,
         ):
             listed = self.custom.list_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                SECRETS_PLURAL,
-                field_selector=f"spec.target.name={target}",
+                GROUP, VERSION, namespace, SECRETS_PLURAL, **selector
             )
         return list(listed.get("items") or [])
 
@@ -305,20 +304,11 @@ class KubeCluster:
         items: list[dict[str, Any]] = []
         for namespace in namespaces:
             try:
-                with _translated(
-                    f"list hikyosecrets {namespace}",
-                    verb="list",
-                    group=GROUP,
-                    resource=SECRETS_PLURAL,
-                    namespace=namespace,
-                ):
-                    listed = self.custom.list_namespaced_custom_object(
-                        GROUP, VERSION, namespace, SECRETS_PLURAL
-                    )
+                listed_here = self._list_hikyosecrets(namespace)
             except Forbidden:
                 log.info("hikyosecrets in %s are not readable; outside our reach", namespace)
                 continue
-            items.extend(listed.get("items") or [])
+            items.extend(listed_here)
         return items
 
     def access_allowed(
