@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
-from workers.engine.outcome import Event
+from workers.engine.ports import Event
 
 SERIES_WINDOW_SECONDS = 600.0
 CREATE_INTERVAL_SECONDS = 60.0

@@ -16,20 +16,20 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from workers.engine.foreign_owner import LeaseRecord
-from workers.engine.outcome import Event
-from workers.engine.ports import SecretObject
-from workers.engine.rollout import (
+from workers.engine.ports import (
     DAEMON_SET,
     DEPLOYMENT,
     STATEFUL_SET,
+    Event,
+    LeaseRecord,
+    SecretObject,
     Workload,
     stamp_annotation,
-    workload_from,
 )
 
 from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
 from .events import EventSink
+from .workloads import workload_from
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from workers.engine.settings import LEASE_NAME
+from workers.engine.ports import LEASE_NAME
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
+from .engine.ports import opted_in_targets
 from .engine.reports import heartbeat_period
-from .engine.rollout import opted_in_targets
 from .keys import ObjectKey
 from .queue.base import KeyedQueue, Priority
 

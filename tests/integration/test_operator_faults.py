@@ -20,7 +20,7 @@ from tests.support.operator_harness import (
 from tests.support.processes import RedisServer, locate_redis_server
 from tests.support.waiting import wait_for
 from tests.support.world import World
-from workers.engine.settings import LEASE_NAME
+from workers.engine.ports import LEASE_NAME
 
 from .conftest import OPERATOR_NAMESPACE
 

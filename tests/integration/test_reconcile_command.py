@@ -13,7 +13,8 @@ from kubernetes import client
 
 from controlplane.observations.models import ConditionChange, EventRecord, ReconcileRun
 from workers.engine.outcome import Requeue
-from workers.engine.settings import LEASE_NAME, OperatorSettings
+from workers.engine.ports import LEASE_NAME
+from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.runtime import build_queue
 

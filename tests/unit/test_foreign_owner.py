@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workers.engine.foreign_owner import LeaseRecord, OwnerVerdict, judge_owner
+from workers.engine.foreign_owner import OwnerVerdict, judge_owner
+from workers.engine.ports import LeaseRecord
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 OURS_NS, THEIRS_NS = "hikyo-system", "other-operator"

@@ -23,7 +23,8 @@ from controlplane.observations.models import (
     TrackedObject,
 )
 from controlplane.observations.recording import forget_unchecked, record_report, record_run
-from workers.engine.outcome import Event, Outcome, Requeue
+from workers.engine.outcome import Outcome, Requeue
+from workers.engine.ports import Event
 from workers.engine.reconcile import RunResult
 from workers.keys import ObjectKey
 from workers.reporting import ReportAttempt

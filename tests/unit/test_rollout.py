@@ -6,20 +6,22 @@ from dataclasses import replace
 
 import pytest
 
-from workers.engine.rollout import (
+from k8s.workloads import workload_from
+from workers.engine.ports import (
     DAEMON_SET,
     DEPLOYMENT,
-    STALL_HOLD_SECONDS,
     STATEFUL_SET,
     Workload,
     opted_in_targets,
+    stamp_annotation,
+)
+from workers.engine.rollout import (
+    STALL_HOLD_SECONDS,
     patches_needed,
     recheck_after,
     rollout_condition,
     stalled,
-    stamp_annotation,
     unlisted_condition,
-    workload_from,
 )
 
 TARGET = "app-env"

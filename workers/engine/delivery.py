@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+
+from .errors import HikyoClientError, InvalidResponse
+from .fetched import DeliveredKey, Delivery
+
+__all__ = ["DeliveredKey", "Delivery", "HikyoClientError", "InvalidResponse", "decode_delivery"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # S3.2 / S3.4.1
 MAX_ERROR_BODY_BYTES = 64 * 1024  # S3.5.1
@@ -42,48 +46,6 @@ _RFC3339 = re.compile(
     r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))",
     re.ASCII,
 )
-
-
-class HikyoClientError(Exception):
-    """Base of every Hikyo client error. Messages are fixed texts: no value, no URL query."""
-
-
-class InvalidResponse(HikyoClientError):
-    """A 200 body that violates S3.4; the message names the rule only."""
-
-
-@dataclass(frozen=True)
-class DeliveredKey:
-    """One key of a delivery (S3.4.3). ``value`` is None for presence-only keys (S3.4.7)."""
-
-    name: str
-    classification: str
-    presence: str
-    value: str | None = field(default=None, repr=False)
-
-    @property
-    def carried(self) -> bool:
-        """S3.4.5: only ``presence: set`` keys are in the snapshot; the rest are absent (D11)."""
-        return self.presence == "set"
-
-    @property
-    def delivered(self) -> bool:
-        """S3.4.7: a ``value`` member, even ``""``, means the plaintext was delivered."""
-        return self.value is not None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A decoded, S3.4-valid 200 answer. The cursor stays out of repr (S0.4.2)."""
-
-    current: bool
-    cursor: str = field(repr=False)
-    schema_revision: int
-    pin_expired: bool
-    keys: tuple[DeliveredKey, ...]
-    credential_expires_at: datetime | None = None
-    pinned_revision: int | None = None
-    capabilities: frozenset[str] | None = None
 
 
 def decode_delivery(body: bytes) -> Delivery:

@@ -10,16 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from .ports import LeaseRecord
+
 STALE_AFTER_RESYNCS = 3  # S4.1.7: renewed less than 3 x resyncInterval ago = live
 MIN_RECHECK_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """What S4.1.7 reads from the other operator's Lease. ``holder`` is "" once released."""
-
-    holder: str
-    renewed_at: datetime | None
 
 
 @dataclass(frozen=True)

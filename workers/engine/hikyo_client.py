@@ -19,7 +19,6 @@ import base64
 import binascii
 import contextlib
 import contextvars
-import enum
 import http.client
 import json
 import re
@@ -43,13 +42,13 @@ from requests.adapters import BaseAdapter, HTTPAdapter
 from .delivery import (
     MAX_BODY_BYTES,
     MAX_ERROR_BODY_BYTES,
-    Delivery,
-    HikyoClientError,
-    InvalidResponse,
     decode_delivery,
     error_code,
     is_authoritative_not_found,
 )
+from .errors import HikyoClientError, InvalidBaseUrl, InvalidResponse, InvalidTrust
+from .fetched import Delivery, FetchResult, ReportResult, Scope
+from .fetched import FetchOutcome as Outcome
 
 try:  # urllib3 2.x; 1.26 keeps these elsewhere or lacks them
     from urllib3.util.ssl_match_hostname import CertificateError as _HostnameMismatch
@@ -92,60 +91,6 @@ REPORT_MEMBERS = frozenset(
     }
 )
 REPORT_CONDITION_MEMBERS = frozenset({"type", "status", "reason"})
-
-
-class InvalidBaseUrl(HikyoClientError):
-    """``spec.url`` breaks S3.1; no request is made."""
-
-
-class InvalidTrust(HikyoClientError):
-    """``caBundle`` breaks S3.2 (bad base64 or no parsable PEM certificate); no request."""
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The delivery scope (S3.3 path IDs)."""
-
-    org: str
-    project: str
-    environment: str
-
-
-class Outcome(enum.Enum):
-    """S3.5: what a fetch means for the reconcile."""
-
-    DELIVERY = "delivery"  # valid 200 (current or not; see Delivery.current)
-    AUTHORITATIVE_NOT_FOUND = "authoritative_not_found"  # S3.5.1
-    NOT_MATERIALIZED = "not_materialized"  # 409 conflict
-    RATE_LIMITED = "rate_limited"  # 429: instance pause (S4.1.6)
-    FAILED = "failed"  # everything else: FetchFailed, backoff
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """One fetch. ``status`` is the HTTP status when a response arrived, else None.
-
-    ``detail`` is a short value-free text for condition messages (S3.6).
-    """
-
-    outcome: Outcome
-    status: int | None
-    delivery: Delivery | None = None
-    retry_after: float | None = None
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class ReportResult:
-    """One status report (S7.3). ``status`` None means a transport failure (S7.5: drop).
-
-    ``retry_after`` is set on 429 only: Retry-After clamped to [1 s, 1 h] (S7.5);
-    the instance pause takes min(retry_after, 300 s) (S4.1.6).
-    """
-
-    status: int | None
-    detail: str
-    retry_after: float | None = None
 
 
 # --- construction: S3.1 base URL, S3.2 trust -------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .conditions import SYNCED, Condition
+from .ports import Event
 
 
 class Requeue(enum.Enum):
@@ -18,13 +19,6 @@ class Requeue(enum.Enum):
     BACKOFF = "backoff"  # per-CR exponential backoff
     AFTER = "after"  # after ``delay`` seconds, no backoff step (first 404, 429)
     NONE = "none"  # nothing to do until a watch event
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # "Normal" | "Warning"
-    reason: str
-    message: str
 
 
 # Status fields a Delivery refusal, a failed write or a scrub clears (S4.8.5, S4.9).

@@ -1,20 +1,88 @@
-"""What the engine needs from Kubernetes and from the shared coordination store.
+"""What the engine needs from the outside, and the plain data that crosses to it: the Kubernetes
+``Cluster`` (reads and writes apart, so fencing can wrap every write), the shared
+``CoordinationStore``, and the Hikyo server. The ``k8s`` and ``hikyo`` adapters implement these
+and may import this module, ``errors`` and ``fetched``; nothing else of the engine.
 
-The k8s package implements ``Cluster`` over the real API; the engine only sees plain data and
-the errors of ``k8s.errors``. Every read here is uncached: the Python client keeps no cache.
+Every Cluster read is uncached: the Python client keeps no cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
-from .foreign_owner import LeaseRecord
-from .outcome import Event
-from .rollout import Workload
+from .fetched import FetchResult, ReportResult, Scope
 
 HIKYO_API_VERSION = "hikyo.dev/v1alpha1"
+LEASE_NAME = "hikyo-operator.hikyo.dev"  # S4.1.5: the leader Lease in the operator namespace
+
+OPT_IN_ANNOTATION = "hikyo.dev/secrets"  # S6.1
+STAMP_ANNOTATION_PREFIX = "stamp.hikyo.dev/"  # S6.4
+
+DEPLOYMENT = "Deployment"
+STATEFUL_SET = "StatefulSet"
+DAEMON_SET = "DaemonSet"
+KINDS = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What S4.1.7 reads from the other operator's Lease. ``holder`` is "" once released."""
+
+    holder: str
+    renewed_at: datetime | None
+
+
+def opted_in_targets(annotations: Mapping[str, str] | None) -> frozenset[str]:
+    """S6.1: the comma list in ``hikyo.dev/secrets``, trimmed, empties ignored."""
+    raw = (annotations or {}).get(OPT_IN_ANNOTATION) or ""
+    return frozenset(name for name in (part.strip() for part in raw.split(",")) if name)
+
+
+def stamp_annotation(target_name: str) -> str:
+    """The pod-template annotation that carries one target's stamp (S6.4)."""
+    return STAMP_ANNOTATION_PREFIX + target_name
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What S4.1.1 lets a workload cache keep: identity, generation, the opt-in, the rollout
+    knobs, the ``stamp.hikyo.dev/*`` pod-template annotations and the S6.5 status fields."""
+
+    kind: str
+    name: str
+    uid: str = ""
+    generation: int = 0
+    targets: frozenset[str] = frozenset()
+    stamps: Mapping[str, str] = field(default_factory=dict)  # target name -> stamp
+    paused: bool = False  # Deployment spec.paused
+    replicas: int = 1  # spec.replicas, defaulted to 1 (DaemonSets have none)
+    strategy: str = ""  # Deployment strategy.type; StatefulSet/DaemonSet updateStrategy.type
+    observed_generation: int = 0
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    unavailable_replicas: int = 0
+    progress_deadline_exceeded: bool = False  # Progressing=False/ProgressDeadlineExceeded
+    desired_number_scheduled: int = 0
+    updated_number_scheduled: int = 0
+    number_unavailable: int = 0
+
+    @property
+    def ref(self) -> str:
+        """``Kind/name``, as condition messages and first-seen records name it."""
+        return f"{self.kind}/{self.name}"
+
+    def opted_in(self, target_name: str) -> bool:
+        return target_name in self.targets
 
 
 @dataclass
@@ -50,17 +118,31 @@ class SecretObject:
         )
 
 
-class Cluster(Protocol):
+class ClusterReads(Protocol):
     def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def get_instance(self, name: str) -> dict[str, Any] | None: ...
     def get_secret(self, namespace: str, name: str) -> SecretObject | None: ...
     def get_service_account(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    # S2.2.2: a TokenRequest creates nothing that lasts; it is the credential read of R6.
     def request_token(
         self, namespace: str, service_account: str, audience: str, seconds: int
     ) -> str: ...
     def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]: ...
     # S6.3: the CRs in reach; ``namespaces`` is the watch list, empty = cluster-wide.
     def list_hikyosecrets_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]: ...
+    # S4.15: a SelfSubjectAccessReview, which changes nothing.
+    def access_allowed(
+        self, verb: str, group: str, resource: str, subresource: str, namespace: str
+    ) -> bool: ...
+    def namespace_uid(self, name: str) -> str: ...
+    def lease_record(self, namespace: str, name: str) -> LeaseRecord | None: ...  # S4.1.7
+    # S6.1: the namespace's opted-in Deployments, StatefulSets and DaemonSets (never Secrets).
+    def list_workloads(self, namespace: str) -> list[Workload]: ...
+
+
+class ClusterWrites(Protocol):
+    """Every method here changes the cluster; ``FencedCluster`` guards each one (S4.1.4)."""
+
     def create_secret(self, secret: SecretObject) -> SecretObject: ...
     def replace_secret(self, secret: SecretObject) -> SecretObject: ...
     def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None: ...
@@ -71,18 +153,20 @@ class Cluster(Protocol):
         self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
     ) -> None: ...
     def emit_event(self, cr: dict[str, Any], event: Event) -> None: ...
-    def access_allowed(
-        self, verb: str, group: str, resource: str, subresource: str, namespace: str
-    ) -> bool: ...
-    def namespace_uid(self, name: str) -> str: ...
-    def lease_record(self, namespace: str, name: str) -> LeaseRecord | None: ...  # S4.1.7
-    # S6.1: the namespace's opted-in Deployments, StatefulSets and DaemonSets (never Secrets).
-    def list_workloads(self, namespace: str) -> list[Workload]: ...
     # S6.4: sets only pod-template annotation stamp.hikyo.dev/<target>; a non-empty ``uid``
     # makes the patch fail on a workload replaced since it was listed.
     def patch_workload_stamp(
         self, kind: str, namespace: str, name: str, target: str, stamp: str, *, uid: str = ""
     ) -> None: ...
+
+
+class Cluster(ClusterReads, ClusterWrites, Protocol):
+    """The Kubernetes API as the engine sees it."""
+
+
+def write_methods() -> frozenset[str]:
+    """The names of the Cluster methods that write, read off ``ClusterWrites`` itself."""
+    return frozenset(name for name in vars(ClusterWrites) if not name.startswith("_"))
 
 
 class CoordinationStore(Protocol):
@@ -102,3 +186,25 @@ class CoordinationStore(Protocol):
     # S4.1.6 outbound pacing: one token bucket per instance, shared by every process. Returns 0
     # when a token was taken, else the seconds until one will be there (none is taken then).
     def take_token(self, bucket: str, rate: float, burst: int) -> float: ...
+
+
+class HikyoServer(Protocol):
+    """One Hikyo instance's client (the ``hikyo`` adapter). Neither call raises for HTTP or
+    transport problems: the result says what happened, in value-free words (S3.6)."""
+
+    def fetch(
+        self,
+        scope: Scope,
+        *,
+        token: str,
+        projection: str,
+        cursor: str | None,
+        acknowledged_keys: Sequence[str],
+    ) -> FetchResult: ...
+    def report_status(
+        self, scope: Scope, *, token: str, report: dict[str, Any]
+    ) -> ReportResult: ...
+
+
+# The client for a HikyoInstance object; raises InvalidBaseUrl / InvalidTrust (S3.1, S3.2).
+ServerFor = Callable[[dict[str, Any]], HikyoServer]

@@ -48,11 +48,11 @@ from .pacing import (
     unresponsive_wait,
     wait_for_token,
 )
-from .ports import Cluster, CoordinationStore, SecretObject
+from .ports import LEASE_NAME, Cluster, CoordinationStore, SecretObject
 from .reports import remember_capabilities
 from .rollout_steps import RolloutFinding, roll_out, with_rollout
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
-from .settings import LEASE_NAME, OperatorSettings
+from .settings import OperatorSettings
 from .spec import SecretSpec, SpecInvalid, parse_spec
 from .stamp import compute_stamp, empty_content_stamp, target_key
 from .stamp_root import StampRootUnavailable, read_stamp_root

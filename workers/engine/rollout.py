@@ -1,6 +1,6 @@
 """Rollout triggering (S6): who consented, whom to patch, and who did not progress.
 
-Pure: workloads arrive as plain ``Workload`` values (``workload_from`` builds them from the API's
+Pure: workloads arrive as plain ``Workload`` values (``k8s.workloads`` builds them from the API's
 JSON), stall first-seen times arrive and leave as plain mappings so a coordination store can keep
 them (S6.5), and the clock is passed in. Stamps are compared here, never logged or put into a
 message (S5.6).
@@ -9,107 +9,17 @@ message (S5.6).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from .conditions import ROLLOUT, Condition
 from .messages import key_list
+from .ports import (
+    DAEMON_SET,
+    DEPLOYMENT,
+    STATEFUL_SET,
+    Workload,
+)
 
-OPT_IN_ANNOTATION = "hikyo.dev/secrets"  # S6.1
-STAMP_ANNOTATION_PREFIX = "stamp.hikyo.dev/"  # S6.4
 STALL_HOLD_SECONDS = 300.0  # S6.5: two evaluations >= 5 min apart
-
-DEPLOYMENT = "Deployment"
-STATEFUL_SET = "StatefulSet"
-DAEMON_SET = "DaemonSet"
-KINDS = (DEPLOYMENT, STATEFUL_SET, DAEMON_SET)
-
-
-def opted_in_targets(annotations: Mapping[str, str] | None) -> frozenset[str]:
-    """S6.1: the comma list in ``hikyo.dev/secrets``, trimmed, empties ignored."""
-    raw = (annotations or {}).get(OPT_IN_ANNOTATION) or ""
-    return frozenset(name for name in (part.strip() for part in raw.split(",")) if name)
-
-
-def stamp_annotation(target_name: str) -> str:
-    """The pod-template annotation that carries one target's stamp (S6.4)."""
-    return STAMP_ANNOTATION_PREFIX + target_name
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What S4.1.1 lets a workload cache keep: identity, generation, the opt-in, the rollout
-    knobs, the ``stamp.hikyo.dev/*`` pod-template annotations and the S6.5 status fields."""
-
-    kind: str
-    name: str
-    uid: str = ""
-    generation: int = 0
-    targets: frozenset[str] = frozenset()
-    stamps: Mapping[str, str] = field(default_factory=dict)  # target name -> stamp
-    paused: bool = False  # Deployment spec.paused
-    replicas: int = 1  # spec.replicas, defaulted to 1 (DaemonSets have none)
-    strategy: str = ""  # Deployment strategy.type; StatefulSet/DaemonSet updateStrategy.type
-    observed_generation: int = 0
-    updated_replicas: int = 0
-    ready_replicas: int = 0
-    unavailable_replicas: int = 0
-    progress_deadline_exceeded: bool = False  # Progressing=False/ProgressDeadlineExceeded
-    desired_number_scheduled: int = 0
-    updated_number_scheduled: int = 0
-    number_unavailable: int = 0
-
-    @property
-    def ref(self) -> str:
-        """``Kind/name``, as condition messages and first-seen records name it."""
-        return f"{self.kind}/{self.name}"
-
-    def opted_in(self, target_name: str) -> bool:
-        return target_name in self.targets
-
-
-def workload_from(kind: str, obj: Mapping[str, Any]) -> Workload | None:
-    """A Workload from the API's JSON for ``kind``; None unless it opted in to some target."""
-    metadata = obj.get("metadata") or {}
-    targets = opted_in_targets(metadata.get("annotations"))
-    if not targets:
-        return None
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    template_annotations = ((spec.get("template") or {}).get("metadata") or {}).get(
-        "annotations"
-    ) or {}
-    stamps = {
-        name[len(STAMP_ANNOTATION_PREFIX) :]: value
-        for name, value in template_annotations.items()
-        if name.startswith(STAMP_ANNOTATION_PREFIX)
-    }
-    strategy_field = "strategy" if kind == DEPLOYMENT else "updateStrategy"
-    replicas = spec.get("replicas")
-    return Workload(
-        kind=kind,
-        name=metadata.get("name", ""),
-        uid=metadata.get("uid", ""),
-        generation=int(metadata.get("generation") or 0),
-        targets=targets,
-        stamps=stamps,
-        paused=bool(spec.get("paused")),
-        replicas=1 if replicas is None else int(replicas),
-        strategy=(spec.get(strategy_field) or {}).get("type") or "",
-        observed_generation=int(status.get("observedGeneration") or 0),
-        updated_replicas=int(status.get("updatedReplicas") or 0),
-        ready_replicas=int(status.get("readyReplicas") or 0),
-        unavailable_replicas=int(status.get("unavailableReplicas") or 0),
-        progress_deadline_exceeded=any(
-            c.get("type") == "Progressing"
-            and c.get("status") == "False"
-            and c.get("reason") == "ProgressDeadlineExceeded"
-            for c in status.get("conditions") or []
-        ),
-        desired_number_scheduled=int(status.get("desiredNumberScheduled") or 0),
-        updated_number_scheduled=int(status.get("updatedNumberScheduled") or 0),
-        number_unavailable=int(status.get("numberUnavailable") or 0),
-    )
 
 
 def patches_needed(workloads: Iterable[Workload], target_name: str, stamp: str) -> list[Workload]:

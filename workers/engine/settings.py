@@ -8,8 +8,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-LEASE_NAME = "hikyo-operator.hikyo.dev"  # S4.1.5: the leader Lease in the operator namespace
-
 
 @dataclass(frozen=True)
 class OperatorSettings:
