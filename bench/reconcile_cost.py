@@ -28,10 +28,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 from kubernetes import client, config  # noqa: E402
 
 from devserver import DevServer, new_id  # noqa: E402
+from hikyo.clients import ClientCache  # noqa: E402
 from k8s.crd_manifests import install_crds  # noqa: E402
 from k8s.gateway import KubeCluster  # noqa: E402
 from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
-from workers.engine.clients import ClientCache  # noqa: E402
 from workers.engine.reconcile import Engine, reconcile  # noqa: E402
 from workers.engine.settings import OperatorSettings  # noqa: E402
 from workers.queue.memory import MemoryQueue  # noqa: E402

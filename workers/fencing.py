@@ -1,6 +1,10 @@
 """S4.1.4: before each Kubernetes write, ask whether this run may still write (its per-key lock
 is held, it is within its 90 s deadline, and in embedded mode this process still leads);
-otherwise abort without writing (the next run repairs, S4.9)."""
+otherwise abort without writing (the next run repairs, S4.9).
+
+Which calls write is read off the engine's port: every method of ``ClusterWrites`` is fenced,
+every method of ``ClusterReads`` passes straight through, and nothing else of the wrapped
+cluster (its API clients, helpers) is reachable, so no write can get past the fence unlisted."""
 
 from __future__ import annotations
 
@@ -9,18 +13,12 @@ from typing import Any
 
 from k8s.errors import FenceLost
 
-# The Cluster methods that write; reads pass straight through.
-WRITES = frozenset(
-    {
-        "create_secret",
-        "replace_secret",
-        "delete_secret",
-        "patch_hikyosecret_finalizers",
-        "patch_hikyosecret_status",
-        "emit_event",
-        "patch_workload_stamp",
-    }
-)
+from .engine.ports import ClusterReads, write_methods
+
+# The Cluster methods that write (those of ``ClusterWrites``): each call asks the fence first.
+WRITES = write_methods()
+# The Cluster methods that only read (those of ``ClusterReads``): passed straight through.
+READS = frozenset(name for name in vars(ClusterReads) if not name.startswith("_"))
 
 # Why a run may no longer write, or None when it may.
 Fence = Callable[[], str | None]
@@ -34,9 +32,13 @@ class FencedCluster:
         self._fence = fence
 
     def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._cluster, name)
+        if name in READS:
+            return getattr(self._cluster, name)
         if name not in WRITES:
-            return attribute
+            # Not on the port (a raw API client, a helper, a write missing from ClusterWrites):
+            # refused rather than passed through unfenced.
+            raise AttributeError(f"{name!r} is not a method of the engine's Cluster port")
+        attribute = getattr(self._cluster, name)
 
         def fenced(*args: Any, **kwargs: Any) -> Any:
             lost = self._fence()

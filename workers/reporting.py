@@ -16,9 +16,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from .engine.credentials import CredentialRefused, acquire_credential
-from .engine.delivery import HikyoClientError
-from .engine.hikyo_client import Scope
+from .engine.credentials import Credential
+from .engine.errors import HikyoClientError
+from .engine.fetched import Scope
+from .engine.observe import read_credential
 from .engine.outcome import Requeue
 from .engine.pacing import note_answer, pause_instance, pause_left, unresponsive_wait
 from .engine.reports import heartbeat_period, report_body, reporting_offered, verdict
@@ -106,13 +107,15 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     )
     if wait > 0:
         return None, wait
+    credential = read_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
+    if not isinstance(credential, Credential):
+        return None, period  # refused (S2.4): the reconcile reports why
     try:
-        token, _ = acquire_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
         client = runtime.clients(instance)
-    except (CredentialRefused, HikyoClientError):
+    except HikyoClientError:
         return None, period
     answer = client.report_status(
-        Scope(spec.org, spec.project, spec.environment), token=token, report=body
+        Scope(spec.org, spec.project, spec.environment), token=credential.token, report=body
     )
     note_answer(store, instance_uid, answer.detail if answer.status is None else None)
     decided = verdict(answer.status, answer.retry_after, period)

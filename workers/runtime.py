@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hikyo.clients import ClientCache
 from k8s.client import api_client as build_api_client
 from k8s.gateway import KubeCluster
 
-from .engine.clients import ClientCache
 from .engine.ports import CoordinationStore
 from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings

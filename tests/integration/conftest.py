@@ -19,12 +19,12 @@ from kubernetes.client.exceptions import ApiException
 
 from controlplane.observations.recording import record_run
 from devserver import DevServer
+from hikyo.clients import ClientCache
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
 from k8s.localcluster import LocalControlPlane, locate_binaries
 from tests.support.fault_matrix import table_lines as fault_table_lines
 from tests.support.world import World
-from workers.engine.clients import ClientCache
 from workers.engine.reconcile import Engine
 from workers.engine.settings import OperatorSettings
 from workers.queue.memory import MemoryQueue

@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.factories import make_hikyosecret
 from workers.engine.content import Content, ContentRefusal, assemble
-from workers.engine.delivery import DeliveredKey
+from workers.engine.fetched import DeliveredKey
 from workers.engine.spec import parse_spec
 
 

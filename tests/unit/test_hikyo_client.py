@@ -10,6 +10,7 @@ import base64
 import datetime as dt
 import ipaddress
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -30,17 +31,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from workers.engine.hikyo_client import (
-    DEFAULT_USER_AGENT,
-    FetchResult,
-    HikyoClient,
-    HikyoClientError,
-    InvalidBaseUrl,
-    InvalidTrust,
-    Outcome,
-    ReportResult,
-    Scope,
-)
+from hikyo.client import DEFAULT_USER_AGENT, HikyoClient
+from workers.engine.errors import HikyoClientError, InvalidBaseUrl, InvalidTrust
+from workers.engine.fetched import FetchOutcome as Outcome
+from workers.engine.fetched import FetchResult, ReportResult, Scope
 
 SCOPE = Scope(
     org="org_01900000-0000-7000-8000-000000000001",
@@ -972,6 +966,17 @@ def test_delivery_result_repr_hides_values_and_cursor(client, server):
     assert result.delivery.cursor == CANARY_CURSOR
     assert result.delivery.keys[0].value == CANARY_VALUE
     _assert_clean(result)
+
+
+def test_urllib3_request_lines_carry_no_query(client, server, caplog):
+    """S0.4.2: urllib3 logs each request line at DEBUG; importing ``hikyo`` redacts its query."""
+    server.app = json_reply(200, delivery_doc())
+    with caplog.at_level(logging.DEBUG, logger="urllib3"):
+        fetch(client, cursor=CANARY_CURSOR, acknowledged_keys=["PATH"])
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("/delivery?<redacted>" in line for line in lines), lines
+    for canary in (CANARY_CURSOR, CANARY_TOKEN, "cursor=", "projection="):
+        assert not any(canary in line for line in lines), lines
 
 
 # --- S7.3 status report -----------------------------------------------------------------

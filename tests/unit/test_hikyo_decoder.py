@@ -8,18 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.factories import DELETE, merge
-from workers.engine.delivery import (
+from hikyo.delivery import (
     MAX_BODY_BYTES,
-    DeliveredKey,
-    Delivery,
-    HikyoClientError,
-    InvalidResponse,
     decode_delivery,
     error_code,
     is_authoritative_not_found,
     parse_rfc3339,
 )
+from tests.support.factories import DELETE, merge
+from workers.engine.errors import HikyoClientError, InvalidResponse
+from workers.engine.fetched import DeliveredKey, Delivery
 
 CANARY_VALUE = "canary-value-7f3a"
 CANARY_CURSOR = "canary-cursor-91bd"

@@ -10,14 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from workers.engine.delivery import (
-    CLASSIFICATIONS,
-    PRESENCES,
-    DeliveredKey,
-    Delivery,
-    InvalidResponse,
-    decode_delivery,
-)
+from hikyo.delivery import CLASSIFICATIONS, PRESENCES, decode_delivery
+from workers.engine.errors import InvalidResponse
+from workers.engine.fetched import DeliveredKey, Delivery
 
 FUZZ = settings(
     max_examples=1000,

@@ -1,5 +1,1 @@
-"""The pure reconcile engine: decisions over plain data; imports neither Django nor kubernetes."""
-
-from . import log_hygiene
-
-log_hygiene.install()
+"""The pure reconcile engine: decisions over plain data; no Django, kubernetes client or HTTP."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .delivery import DeliveredKey
+from .fetched import DeliveredKey
 from .loader_control import unacknowledged_delivered
 from .messages import key_list
 from .native_types import OPAQUE, invalid_content, required_destinations

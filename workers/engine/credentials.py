@@ -1,16 +1,16 @@
-"""Credential designation (S2.1, S2.2, S2.4): naming is not permission. Pure checks."""
+"""Credential designation (S2.1, S2.2, S2.4): naming is not permission. Pure: the objects read
+and the TokenRequest's answer come in, a Credential or the S2.4 outcome goes out."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
-
-from k8s.errors import KubeError
 
 from .binding import CredentialIdentity
 from .conditions import DESIGNATION, Condition
 from .outcome import Outcome, failure, refusal
-from .ports import Cluster
+from .ports import SecretObject
 from .settings import OperatorSettings
 from .spec import SecretSpec
 
@@ -76,82 +76,82 @@ def bootstrap_token(data: Mapping[str, bytes]) -> str:
     return raw.decode("ascii")
 
 
-class CredentialRefused(Exception):  # a decision, carried as an Outcome
-    """R6 stopped: ``outcome`` says why (S2.4)."""
+@dataclass(frozen=True)
+class Credential:
+    """The bearer a CR's requests present (a fetch, or a report, S7.1), in memory for one run;
+    ``identity`` is what the cursor binding hashes (S4.3.2)."""
 
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.reason)
-        self.outcome = outcome
+    token: str = field(repr=False)
+    identity: CredentialIdentity
 
 
 def _not_designated(reason: str, message: str) -> Outcome:
     return refusal(Condition(DESIGNATION, "False", reason, message))
 
 
-def acquire_credential(
-    cluster: Cluster, settings: OperatorSettings, spec: SecretSpec, instance: dict[str, Any]
-) -> tuple[str, CredentialIdentity]:
-    """S2.2, S2.3: the bearer a CR's requests present (a fetch, or a report, S7.1), read uncached
-    every time and kept in memory only. Raises CredentialRefused with the S2.4 outcome."""
-    if spec.credential_secret:
-        secret = cluster.get_secret(spec.namespace, spec.credential_secret)
-        if secret is None:
-            raise CredentialRefused(
-                _not_designated(SECRET_NOT_DESIGNATED, f"Secret {spec.credential_secret} not found")
-            )
-        problem = designation_problem(
-            "Secret", secret.name, secret.labels, spec.instance_name, SECRET_NOT_DESIGNATED
-        )
-        if problem:
-            raise CredentialRefused(refusal(problem))
-        try:
-            token = bootstrap_token(secret.data)
-        except TokenMalformed as error:
-            raise CredentialRefused(
-                _not_designated(SECRET_NOT_DESIGNATED, f"Secret {secret.name}: {error}")
-            ) from None
-        return token, CredentialIdentity(secret.uid, secret.resource_version)
+def from_secret(spec: SecretSpec, secret: SecretObject | None) -> Credential | Outcome:
+    """S2.2.3: the bootstrap Secret, designated for the CR's instance (S2.1)."""
+    if secret is None:
+        return _not_designated(SECRET_NOT_DESIGNATED, f"Secret {spec.credential_secret} not found")
+    problem = designation_problem(
+        "Secret", secret.name, secret.labels, spec.instance_name, SECRET_NOT_DESIGNATED
+    )
+    if problem:
+        return refusal(problem)
+    try:
+        token = bootstrap_token(secret.data)
+    except TokenMalformed as error:
+        return _not_designated(SECRET_NOT_DESIGNATED, f"Secret {secret.name}: {error}")
+    return Credential(token, CredentialIdentity(secret.uid, secret.resource_version))
 
+
+def account_refusal(
+    spec: SecretSpec,
+    account: Mapping[str, Any] | None,
+    settings: OperatorSettings,
+    instance: Mapping[str, Any],
+) -> Outcome | None:
+    """S2.2.2 before the TokenRequest: a designated, listed ServiceAccount and an audience."""
     name = spec.credential_service_account or ""
-    account = cluster.get_service_account(spec.namespace, name)
     if account is None:
-        raise CredentialRefused(
-            _not_designated(SERVICE_ACCOUNT_NOT_DESIGNATED, f"ServiceAccount {name} not found")
-        )
-    account_meta = account.get("metadata") or {}
+        return _not_designated(SERVICE_ACCOUNT_NOT_DESIGNATED, f"ServiceAccount {name} not found")
     problem = designation_problem(
         "ServiceAccount",
         name,
-        account_meta.get("labels"),
+        (account.get("metadata") or {}).get("labels"),
         spec.instance_name,
         SERVICE_ACCOUNT_NOT_DESIGNATED,
     )
     if problem:
-        raise CredentialRefused(refusal(problem))
+        return refusal(problem)
     designated = settings.designated_service_accounts
     if designated is not None and name not in designated.get(spec.namespace, ()):
-        raise CredentialRefused(
-            _not_designated(
-                SERVICE_ACCOUNT_NOT_DESIGNATED,
-                f"ServiceAccount {name} is not listed for namespace {spec.namespace} in the "
-                "operator's designatedServiceAccounts",
-            )
+        return _not_designated(
+            SERVICE_ACCOUNT_NOT_DESIGNATED,
+            f"ServiceAccount {name} is not listed for namespace {spec.namespace} in the "
+            "operator's designatedServiceAccounts",
         )
-    audience = (instance.get("spec") or {}).get("audience") or ""
-    if not audience:
-        raise CredentialRefused(
-            _not_designated(
-                "AudienceMissing",
-                f"HikyoInstance {spec.instance_name} has no spec.audience, which federation "
-                "needs; create a new instance with one",
-            )
+    if not audience_of(instance):
+        return _not_designated(
+            "AudienceMissing",
+            f"HikyoInstance {spec.instance_name} has no spec.audience, which federation "
+            "needs; create a new instance with one",
         )
-    try:
-        token = cluster.request_token(spec.namespace, name, audience, settings.token_seconds)
-    except KubeError as error:  # S2.4: incl. Forbidden by resourceNames
-        raise CredentialRefused(
-            failure(f"TokenRequest for ServiceAccount {name} failed: {error}")
-        ) from None
-    return token, CredentialIdentity(
-        account_meta.get("uid", ""), account_meta.get("resourceVersion", "")
+    return None
+
+
+def audience_of(instance: Mapping[str, Any]) -> str:
+    return (instance.get("spec") or {}).get("audience") or ""
+
+
+def from_token(
+    spec: SecretSpec, account: Mapping[str, Any], token: str | None, token_error: str
+) -> Credential | Outcome:
+    """S2.2.2 after the TokenRequest; its failure (Forbidden by resourceNames included) is S2.4."""
+    if token is None:
+        name = spec.credential_service_account
+        return failure(f"TokenRequest for ServiceAccount {name} failed: {token_error}")
+    meta = account.get("metadata") or {}
+    return Credential(
+        token, CredentialIdentity(meta.get("uid", ""), meta.get("resourceVersion", ""))
     )

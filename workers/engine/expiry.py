@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .conditions import CREDENTIAL_EXPIRY, PIN_EXPIRY, Condition
-from .delivery import Delivery
+from .fetched import Delivery
 from .outcome import Event
 
 EXPIRES_SOON = timedelta(days=7)

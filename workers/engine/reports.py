@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .delivery import Delivery
+from .fetched import Delivery
 from .ports import CoordinationStore
 
 STATUS_REPORT = "status-report"

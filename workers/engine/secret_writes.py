@@ -1,5 +1,6 @@
-"""Writing the managed Secret (S4.8), emptying it (S4.10.1), deleting a typed one (S4.10.2)
-and releasing it on Orphan deletion (S4.14.3). Each write is verified by an uncached read.
+"""``apply``'s Secret writes through the Cluster port: the managed Secret (S4.8), emptying it
+(S4.10.1), deleting a typed one (S4.10.2) and releasing it on Orphan deletion (S4.14.3). Each
+write is verified by an uncached read.
 
 Never adopt: only absent names are created, only controlled Secrets updated or deleted.
 """
@@ -8,17 +9,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from k8s.errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
-
+from .errors import AlreadyExists, Conflict, EngineError, Forbidden, KubeError, NotFound
 from .ports import HIKYO_API_VERSION, Cluster, SecretObject
 from .spec import SecretSpec
 
 
-class WriteFailed(Exception):
+class WriteFailed(EngineError):
     """A write or its verification failed; the message names the Secret, never its data."""
 
 
-class NotOwned(Exception):
+class NotOwned(EngineError):
     """The target exists but is not controlled by this CR (S4.8.3)."""
 
 

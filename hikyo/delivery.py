@@ -1,15 +1,10 @@
-"""Decoded Hikyo delivery answers and their strict decoder (S3.4, S3.5.1). Pure: no I/O.
+"""The S3 delivery wire mapping: the strict decoder of 200 bodies (S3.4), the error envelope
+(S3.5.1), the fetch query (S3.3) and what an answer means (S3.5). No I/O of its own.
 
 Strict on the members the operator uses, lenient otherwise: unknown members are
 ignored (S3.4). Every violation raises :class:`InvalidResponse`, whose message names
-the rule and never a value, a key name or the cursor (S0.4, S3.6).
-
-Exception tree (S3.6; pattern 8)::
-
-    HikyoClientError            base of everything the Hikyo client raises
-    ├── InvalidResponse         a 200 body that breaks S3.4
-    ├── InvalidBaseUrl          (hikyo_client) spec.url breaks S3.1
-    └── InvalidTrust            (hikyo_client) caBundle breaks S3.2
+the rule and never a value, a key name or the cursor (S0.4, S3.6). The error tree is
+``workers.engine.errors``.
 
 Parser exceptions are never chained: a ``JSONDecodeError`` carries the whole body in
 ``.doc`` and a ``UnicodeDecodeError`` its bytes, so keeping them as ``__cause__`` or
@@ -20,13 +15,25 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
-from .errors import HikyoClientError, InvalidResponse
-from .fetched import DeliveredKey, Delivery
+from workers.engine.errors import InvalidResponse
+from workers.engine.fetched import DeliveredKey, Delivery, FetchOutcome, FetchResult
 
-__all__ = ["DeliveredKey", "Delivery", "HikyoClientError", "InvalidResponse", "decode_delivery"]
+from .transport import Answer, retry_after
+
+__all__ = [
+    "decode_delivery",
+    "error_code",
+    "fetch_body_limit",
+    "fetch_query",
+    "interpret_fetch",
+    "is_authoritative_not_found",
+    "parse_rfc3339",
+]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # S3.2 / S3.4.1
 MAX_ERROR_BODY_BYTES = 64 * 1024  # S3.5.1
@@ -281,3 +288,92 @@ def _key_value(item: dict[str, Any], presence: str) -> str | None:
     if not _is_unicode_text(value):
         raise InvalidResponse("S3.4.3: key value is not valid Unicode")
     return value
+
+
+# --- the fetch exchange: S3.3 query, S3.5 meaning --------------------------------------
+
+PROJECTIONS = frozenset({"full", "config-only"})  # delivery-api.yaml DeliveryProjection
+RATE_LIMIT_MAX_S = 300.0  # S4.1.6
+
+
+def fetch_query(projection: str, cursor: str | None, acknowledged_keys: Sequence[str]) -> str:
+    """S3.3 query string. An empty ``cursor`` counts as none (S4.3.1(1))."""
+    if projection not in PROJECTIONS:
+        raise ValueError("projection must be 'full' or 'config-only'")
+    acknowledged = _acknowledged(acknowledged_keys)
+    query = [("projection", projection)]
+    if cursor:
+        query.append(("cursor", cursor))
+    if acknowledged:
+        query.append(("acknowledged_keys", acknowledged))
+    return _encode_query(query)
+
+
+def _encode_query(pairs: list[tuple[str, str]]) -> str:
+    # Everything but unreserved characters is escaped: '+' in a cursor must not turn
+    # into a space on the server. ',' becomes %2C, which S3.3 allows.
+    return "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in pairs)
+
+
+def _acknowledged(names: Sequence[str]) -> str:
+    """S3.3: names joined by ',' (form, explode false); '' when the list is empty."""
+    if isinstance(names, str):
+        raise ValueError("acknowledged_keys must be a sequence of names, not a string")
+    for name in names:
+        if not isinstance(name, str) or not name or "," in name:
+            raise ValueError("acknowledged key names must be non-empty and comma-free")
+    return ",".join(names)
+
+
+def fetch_body_limit(status: int) -> int | None:
+    """How much of a fetch answer's body to read; None = none."""
+    # 200 needs the delivery (S3.4.1); 404/409 only a small error envelope (S3.5.1).
+    if status == 200:
+        return MAX_BODY_BYTES
+    if status in (404, 409):
+        return MAX_ERROR_BODY_BYTES
+    return None
+
+
+def interpret_fetch(answer: Answer, *, cursor_presented: bool) -> FetchResult:
+    """S3.5: status => outcome."""
+    status = answer.status
+    if answer.detail:
+        return FetchResult(FetchOutcome.FAILED, status, detail=answer.detail)
+    if status == 200:
+        return _interpret_delivery(answer, cursor_presented)
+    if status == 404:
+        if answer.body is not None and is_authoritative_not_found(answer.body):
+            return FetchResult(FetchOutcome.AUTHORITATIVE_NOT_FOUND, 404, detail="not found")
+        return FetchResult(
+            FetchOutcome.FAILED, 404, detail="status 404 (not an authoritative body)"
+        )
+    if status == 409:
+        if answer.body is not None and error_code(answer.body) == "conflict":
+            return FetchResult(FetchOutcome.NOT_MATERIALIZED, 409, detail="status 409 (conflict)")
+        return FetchResult(FetchOutcome.FAILED, 409, detail="status 409")
+    if status == 401:
+        return FetchResult(FetchOutcome.FAILED, 401, detail="status 401 (credential rejected)")
+    if status == 429:
+        return FetchResult(
+            FetchOutcome.RATE_LIMITED,
+            429,
+            retry_after=retry_after(answer.headers, RATE_LIMIT_MAX_S),
+            detail="status 429 (rate limited)",
+        )
+    return FetchResult(FetchOutcome.FAILED, status, detail=f"status {status}")
+
+
+def _interpret_delivery(answer: Answer, cursor_presented: bool) -> FetchResult:
+    if answer.oversize or answer.body is None:
+        return FetchResult(FetchOutcome.FAILED, 200, detail="response exceeds 8 MiB")
+    try:
+        delivery = decode_delivery(answer.body)
+    except InvalidResponse as exc:
+        # Our own fixed rule text (S3.4): safe to show.
+        return FetchResult(FetchOutcome.FAILED, 200, detail=f"invalid response: {exc}")
+    if delivery.current and not cursor_presented:  # S3.5 protocol violation
+        return FetchResult(
+            FetchOutcome.FAILED, 200, detail="server answered current to a cursor-less request"
+        )
+    return FetchResult(FetchOutcome.DELIVERY, 200, delivery=delivery)

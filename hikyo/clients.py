@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .hikyo_client import HikyoClient
+from .client import HikyoClient
 
 
 class ClientCache:

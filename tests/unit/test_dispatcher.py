@@ -1,0 +1,272 @@
+"""The leader's dispatcher (workers/dispatcher.py, S4.1.5): due keys go to workers up to the
+free slots, the store's generation marker is written before anything is taken (S8.4), a store
+outage is reported once and loses nothing, dispatched keys that never finish come back, and
+it stops cleanly. A real MemoryQueue on a moved clock; the S8.4 loss detection itself is in
+tests/queue/test_dispatcher_store_marker.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.waiting import wait_for
+from workers.dispatcher import Dispatcher
+from workers.keys import ObjectKey
+from workers.queue.base import Ticket
+from workers.queue.memory import MemoryQueue
+
+KEYS = [ObjectKey("ns", f"app-{n}", f"uid-{n}") for n in range(5)]
+
+
+def _wait(probe: Any, what: str) -> Any:
+    return wait_for(probe, timeout=10, interval=0.002, what=what)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class QuickStop(threading.Event):
+    """The stop event, with every pause cut short: the 1 s retry after a store error, too."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return super().wait(None if timeout is None else min(timeout, 0.002))
+
+
+class CallLog(MemoryQueue):
+    """A MemoryQueue that logs the dispatcher's calls and can be made unreachable."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock or Clock())
+        self.calls: list[str] = []
+        self.down = False
+        self.failed = 0
+        self._calls_lock = threading.Lock()
+
+    def _call(self, name: str) -> None:
+        with self._calls_lock:
+            self.calls.append(name)
+            if self.down:
+                self.failed += 1
+                raise ConnectionError("Error 111 connecting to redis:6379")
+
+    def mark_generation(self) -> bool:
+        self._call("mark_generation")
+        return super().mark_generation()
+
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        self._call("take_due")
+        return super().take_due(limit)
+
+    def redispatch_stale(self, older_than: float) -> int:
+        self._call("redispatch_stale")
+        return super().redispatch_stale(older_than)
+
+    def count(self, name: str) -> int:
+        with self._calls_lock:
+            return self.calls.count(name)
+
+
+class Workers:
+    """The fake run function: keeps submitted tickets "running" until told to finish them."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.running: list[ObjectKey] = []
+        self.submitted: list[ObjectKey] = []
+        self.capacity_asked = 0
+        self._lock = threading.Lock()
+
+    def submit(self, ticket: Ticket) -> None:
+        with self._lock:
+            self.running.append(ticket.key)
+            self.submitted.append(ticket.key)
+
+    def capacity(self) -> int:
+        with self._lock:
+            self.capacity_asked += 1
+            return self.slots - len(self.running)
+
+    def finish_one(self) -> None:
+        with self._lock:
+            self.running.pop(0)
+
+    def asked(self) -> int:
+        with self._lock:
+            return self.capacity_asked
+
+
+@pytest.fixture
+def started() -> Iterator[Any]:
+    """Starts dispatchers; each is stopped and must end at teardown."""
+    running: list[tuple[Dispatcher, threading.Event]] = []
+
+    def start(queue: MemoryQueue, submit: Any, **options: Any) -> Dispatcher:
+        stop = QuickStop()
+        options.setdefault("tick", 0.002)
+        options.setdefault("housekeeping_every", 3600.0)
+        dispatcher = Dispatcher(queue, submit, stop, **options)
+        dispatcher.start()
+        running.append((dispatcher, stop))
+        return dispatcher
+
+    yield start
+    for dispatcher, stop in running:
+        stop.set()
+        dispatcher.join(timeout=10)
+        assert not dispatcher.is_alive()
+
+
+def test_due_keys_are_dispatched_up_to_the_free_slots_and_each_once(started):
+    """S4.1.4 "distinct CRs run concurrently (reference: 4)": never more in flight than the
+    workers have room for; the rest stay waiting in the queue, none is lost or doubled."""
+    queue = CallLog()
+    for key in KEYS:
+        queue.add(key)
+    workers = Workers(slots=2)
+    dispatcher = started(queue, workers.submit, capacity=workers.capacity)
+
+    _wait(lambda: len(workers.submitted) == 2, "two dispatched")
+    asked = workers.asked()
+    _wait(lambda: workers.asked() >= asked + 5, "more dispatch rounds")  # full: rounds go by
+    assert len(workers.submitted) == 2 and queue.depth() == 3
+
+    workers.finish_one()
+    _wait(lambda: len(workers.submitted) == 3, "a third once a slot is free")
+    asked = workers.asked()
+    _wait(lambda: workers.asked() >= asked + 5, "more dispatch rounds")
+    assert len(workers.submitted) == 3 and queue.depth() == 2
+
+    workers.slots = 10
+    _wait(lambda: len(workers.submitted) == 5, "the rest")
+    assert sorted(workers.submitted) == sorted(KEYS)  # each key once
+    assert dispatcher.dispatched == 5 and queue.depth() == 0
+
+
+def test_keys_not_yet_due_are_not_dispatched(started):
+    clock = Clock()
+    queue = CallLog(clock)
+    queue.add(KEYS[0], delay=30)
+    workers = Workers(slots=4)
+    started(queue, workers.submit, capacity=workers.capacity)
+    asked = workers.asked()
+    _wait(lambda: workers.asked() >= asked + 5, "dispatch rounds")
+    assert workers.submitted == []
+    clock.now = 30.0
+    _wait(lambda: workers.submitted == [KEYS[0]], "the key once due")
+
+
+def test_the_generation_marker_is_written_once_before_anything_is_taken(started):
+    """S8.4: this term's marker comes first, so a loss noticed later is a real one."""
+    queue = CallLog()
+    queue.add(KEYS[0])
+    workers = Workers(slots=4)
+    started(queue, workers.submit, capacity=workers.capacity)
+    _wait(lambda: queue.count("take_due") >= 3, "dispatch rounds")
+    assert queue.calls[0] == "mark_generation"
+    assert queue.count("mark_generation") == 1  # no housekeeping round yet: once
+    assert workers.submitted == [KEYS[0]]
+
+
+def test_a_store_outage_is_reported_once_loses_nothing_and_dispatching_resumes(started, caplog):
+    """The store (Redis) is down from the start: the marker cannot be written and nothing is
+    taken; one error line, ``store_error`` for /readyz; once it is back the marker is written
+    first, the waiting key is dispatched and the error clears."""
+    queue = CallLog()
+    queue.add(KEYS[0])
+    queue.down = True
+    workers = Workers(slots=4)
+    with caplog.at_level(logging.INFO, logger="workers.dispatcher"):
+        dispatcher = started(queue, workers.submit, capacity=workers.capacity)
+        _wait(lambda: queue.failed >= 5, "several failed rounds")
+        assert dispatcher.store_error == "ConnectionError: Error 111 connecting to redis:6379"
+        assert workers.submitted == []
+        assert set(queue.calls) == {"mark_generation"}  # nothing taken before the marker
+
+        queue.down = False
+        _wait(lambda: workers.submitted == [KEYS[0]], "the key after the store came back")
+        _wait(lambda: dispatcher.store_error is None, "the error to clear")
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "retrying" in errors[0].getMessage()
+    assert caplog.text.count("dispatching resumed") == 1
+    assert queue.calls.index("take_due") > queue.calls.index("mark_generation", queue.failed)
+
+
+def test_a_dispatched_key_that_never_finishes_is_dispatched_again_after_stale_after(
+    started, caplog
+):
+    """A lost message or a killed worker: housekeeping makes the key due again once
+    ``stale_after`` has passed on the queue's clock, not before."""
+    clock = Clock()
+    queue = CallLog(clock)
+    queue.add(KEYS[0])
+    submitted: list[ObjectKey] = []
+    with caplog.at_level(logging.WARNING, logger="workers.dispatcher"):
+        started(
+            queue,
+            lambda ticket: submitted.append(ticket.key),  # and then lost
+            stale_after=150.0,
+            housekeeping_every=0.0,
+        )
+        _wait(lambda: submitted == [KEYS[0]], "the first dispatch")
+        rounds = queue.count("redispatch_stale")
+        _wait(lambda: queue.count("redispatch_stale") >= rounds + 5, "housekeeping rounds")
+        assert submitted == [KEYS[0]]  # not stale yet
+        clock.now = 151.0
+        _wait(lambda: submitted == [KEYS[0], KEYS[0]], "the key dispatched again")
+    assert "1 dispatched keys never finished; due again" in caplog.text
+
+
+def test_a_failing_submit_loses_nothing(started):
+    """A ticket whose hand-off failed (the broker refused the task) stays dispatched and is
+    taken again once stale: no key is dropped."""
+    clock = Clock()
+    queue = CallLog(clock)
+    queue.add(KEYS[0])
+    attempts: list[ObjectKey] = []
+
+    def submit(ticket: Ticket) -> None:
+        attempts.append(ticket.key)
+        if len(attempts) == 1:
+            raise ConnectionError("broker unreachable")
+
+    dispatcher = started(queue, submit, stale_after=150.0, housekeeping_every=0.0)
+    _wait(lambda: attempts == [KEYS[0]], "the failed hand-off")
+    clock.now = 151.0
+    _wait(lambda: attempts == [KEYS[0], KEYS[0]], "the key handed off again")
+    _wait(lambda: dispatcher.store_error is None, "the error to clear")
+
+
+def test_stopped_before_it_starts_it_touches_nothing():
+    queue = CallLog()
+    queue.add(KEYS[0])
+    stop = QuickStop()
+    stop.set()
+    dispatcher = Dispatcher(queue, lambda ticket: pytest.fail("dispatched"), stop)
+    dispatcher.start()
+    dispatcher.join(timeout=10)
+    assert not dispatcher.is_alive()
+    assert queue.calls == [] and queue.depth() == 1
+
+
+def test_it_stops_promptly_when_idle_and_dispatches_nothing_after():
+    """A plain threading.Event and the default 0.2 s tick: ``stop`` ends the idle wait."""
+    queue = CallLog()
+    stop = threading.Event()
+    submitted: list[Ticket] = []
+    dispatcher = Dispatcher(queue, submitted.append, stop, housekeeping_every=3600.0)
+    dispatcher.start()
+    _wait(lambda: queue.count("take_due") >= 1, "a first round")
+    stop.set()
+    dispatcher.join(timeout=10)
+    assert not dispatcher.is_alive()
+    queue.add(KEYS[0])
+    assert submitted == [] and queue.depth() == 1

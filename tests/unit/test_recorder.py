@@ -1,0 +1,293 @@
+"""The recorder (controlplane/observations/recording.py): one RunResult becomes observation rows
+(design.md principle 3). An unchanged run only bumps the object's counters and "last checked";
+a run that wrote or emitted something keeps a ReconcileRun row, its condition changes and its
+events; rows hold names, reasons, messages, generations and times only, never a value, cursor
+or stamp (S0.4); recording never raises and never holds a reconcile up. Real database
+(pytest-django); the row bounds are in test_observation_bounds.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.forms.models import model_to_dict
+
+from controlplane.observations import recording
+from controlplane.observations.models import (
+    ConditionChange,
+    EventRecord,
+    ReconcileRun,
+    StatusReport,
+    TrackedObject,
+)
+from controlplane.observations.recording import BackgroundRecorder, record_run
+from workers.engine.outcome import Outcome, Requeue
+from workers.engine.ports import Event
+from workers.engine.reconcile import RunResult
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+UID = "uid-1"
+CANARY = "canary-4b1d-value"  # stands for a value, a cursor or a stamp
+
+
+def _condition(type_: str, status: str, reason: str, message: str = "", **extra: Any) -> dict:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": 3,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        **extra,
+    }
+
+
+SYNCED_READY = [
+    _condition("Ready", "True", "Reconciled"),
+    _condition("Synced", "True", "Current", "up to date"),
+]
+
+
+def _result(
+    *,
+    reason: str = "Current",
+    requeue: Requeue = Requeue.RESYNC,
+    before: list[dict] | None = None,
+    after: list[dict] | None = None,
+    status_written: bool = False,
+    events: list[Event] | None = None,
+    uid: str = UID,
+    **outcome: Any,
+) -> RunResult:
+    before = SYNCED_READY if before is None else before
+    return RunResult(
+        outcome=Outcome(reason=reason, requeue=requeue, **outcome),
+        namespace="ns",
+        name="app",
+        uid=uid,
+        generation=3,
+        conditions_before=before,
+        conditions_after=before if after is None else after,
+        status_written=status_written,
+        events_emitted=events or [],
+    )
+
+
+def _rows(model: type) -> list[dict[str, Any]]:
+    return [model_to_dict(row) for row in model.objects.all()]
+
+
+@pytest.mark.django_db
+def test_an_unchanged_run_only_bumps_the_counters_and_last_checked():
+    """S4.17 steady state: no status write, no Secret write, no event => no history row."""
+    record_run(_result(lifecycle="Synced"), T0, 0.01)
+    record_run(_result(lifecycle="Synced"), T0 + timedelta(minutes=5), 0.01)
+
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.runs_total, tracked.runs_unchanged) == (2, 2)
+    assert tracked.last_checked_at == T0 + timedelta(minutes=5)
+    assert tracked.last_changed_at is None
+    assert (tracked.namespace, tracked.name, tracked.generation) == ("ns", "app", 3)
+    assert tracked.ready is True and tracked.synced_reason == "Current"
+    assert tracked.lifecycle == "Synced"
+    for model in (ReconcileRun, ConditionChange, EventRecord):
+        assert not model.objects.exists(), model.__name__
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"status_written": True},
+        {"wrote_secret": True},
+        {"events": [Event("Normal", "Delivered", "delivered 2 keys")]},
+    ],
+    ids=["status", "secret", "event"],
+)
+@pytest.mark.django_db
+def test_any_write_or_event_makes_the_run_a_change_with_its_row(change):
+    record_run(_result(), T0, 0.01)  # first an unchanged run
+    record_run(_result(reason="Delivered", lifecycle="Synced", **change), T0 + timedelta(1), 0.5)
+
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.runs_total, tracked.runs_unchanged) == (2, 1)
+    assert tracked.last_changed_at == T0 + timedelta(1)
+    [run] = ReconcileRun.objects.all()
+    assert (run.uid, run.namespace, run.name) == (UID, "ns", "app")
+    assert run.started_at == T0 + timedelta(1) and run.duration_ms == 500
+    assert (run.reason, run.lifecycle, run.requeue) == ("Delivered", "Synced", "resync")
+    assert run.status_written is change.get("status_written", False)
+    assert run.wrote_secret is change.get("wrote_secret", False)
+
+
+@pytest.mark.django_db
+def test_a_failed_run_keeps_its_row_with_reason_message_and_backoff():
+    """S4.11: FetchFailed, Retained, a Warning event and backoff; the message is kept as the
+    engine wrote it (value-free by construction)."""
+    message = "fetch failed: HTTP 503 from the Hikyo server"
+    after = [
+        _condition("Ready", "False", "Blocked", "Synced is False"),
+        _condition("Synced", "False", "FetchFailed", message),
+    ]
+    record_run(
+        _result(
+            reason="FetchFailed",
+            message=message,
+            requeue=Requeue.BACKOFF,
+            lifecycle="Retained",
+            fetched=True,
+            after=after,
+            status_written=True,
+            events=[Event("Warning", "FetchFailed", message)],
+        ),
+        T0,
+        2.0,
+    )
+    [run] = ReconcileRun.objects.all()
+    assert (run.reason, run.message, run.requeue) == ("FetchFailed", message, "backoff")
+    assert (run.lifecycle, run.fetched, run.wrote_secret) == ("Retained", True, False)
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert tracked.ready is False and tracked.synced_reason == "FetchFailed"
+    assert tracked.lifecycle == "Retained"
+    assert [(c["type"], c["reason"]) for c in tracked.conditions] == [
+        ("Ready", "Blocked"),
+        ("Synced", "FetchFailed"),
+    ]
+
+
+@pytest.mark.django_db
+def test_condition_changes_become_rows_and_message_only_changes_do_not():
+    """A condition that appears, changes status or reason, or disappears is one row; one whose
+    status and reason stay (its message may move) is none."""
+    before = [
+        _condition("Ready", "True", "Reconciled"),
+        _condition("Synced", "True", "Current", "up to date"),
+        _condition("Scrubbed", "True", "AuthorizationWithdrawn", "scrubbed"),
+        _condition("CredentialExpiry", "True", "ExpiresSoon", "expires in 3 days"),
+    ]
+    after = [
+        _condition("Ready", "False", "Blocked", "Delivery is False"),
+        _condition("Synced", "True", "Delivered", "delivered"),
+        _condition("Delivery", "False", "KeysMissing", "keys missing: db-password"),
+        _condition("CredentialExpiry", "True", "ExpiresSoon", "expires in 2 days"),
+    ]
+    record_run(_result(before=before, after=after, status_written=True), T0, 0.1)
+
+    changes = {
+        row.type: (row.old_status, row.old_reason, row.new_status, row.new_reason, row.message)
+        for row in ConditionChange.objects.all()
+    }
+    assert changes == {
+        "Ready": ("True", "Reconciled", "False", "Blocked", "Delivery is False"),
+        "Synced": ("True", "Current", "True", "Delivered", "delivered"),
+        "Delivery": ("", "", "False", "KeysMissing", "keys missing: db-password"),
+        "Scrubbed": ("True", "AuthorizationWithdrawn", "", "", ""),
+    }
+    assert all(row.at == T0 and row.uid == UID for row in ConditionChange.objects.all())
+
+
+@pytest.mark.django_db
+def test_emitted_events_become_rows_as_given():
+    events = [
+        Event("Normal", "Delivered", "delivered 2 keys into Secret app"),
+        Event("Warning", "Stalled", "Deployment/web did not roll out"),
+    ]
+    record_run(_result(events=events), T0, 0.1)
+    rows = EventRecord.objects.order_by("id")
+    assert [(r.type, r.reason, r.message, r.at, r.uid) for r in rows] == [
+        (e.type, e.reason, e.message, T0, UID) for e in events
+    ]
+
+
+@pytest.mark.django_db
+def test_no_value_cursor_or_stamp_reaches_any_row():
+    """S0.4: the outcome's status fields (cursor, binding, stamps) and any condition field
+    beyond type/status/reason/message/observedGeneration/lastTransitionTime stay out of the
+    database; only what the rows are for is stored."""
+    leaky = [
+        _condition("Ready", "True", "Reconciled", cursor=CANARY, data={"password": CANARY}),
+        _condition("Synced", "True", "Delivered", "delivered", lastStamp=CANARY),
+    ]
+    record_run(
+        _result(
+            reason="Delivered",
+            after=leaky,
+            status_written=True,
+            wrote_secret=True,
+            status={"cursor": CANARY, "cursorBinding": CANARY, "stamp": CANARY},
+            events=[Event("Normal", "Delivered", "delivered 1 key")],
+        ),
+        T0,
+        0.1,
+    )
+    stored = {
+        model.__name__: _rows(model)
+        for model in (TrackedObject, ReconcileRun, ConditionChange, EventRecord, StatusReport)
+    }
+    assert stored["ReconcileRun"] and stored["EventRecord"]  # the sweep below is not vacuous
+    assert CANARY not in json.dumps(stored, default=str)
+    [condition, _] = TrackedObject.objects.get(uid=UID).conditions
+    assert set(condition) == {
+        "type",
+        "status",
+        "reason",
+        "message",
+        "observedGeneration",
+        "lastTransitionTime",
+    }
+
+
+@pytest.mark.django_db
+def test_a_run_without_a_uid_records_nothing():
+    """R0: the CR is gone; there is no object to attach the run to."""
+    record_run(_result(uid="", status_written=True), T0, 0.1)
+    assert not TrackedObject.objects.exists() and not ReconcileRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_failing_recording_is_logged_never_raised_and_leaves_no_half_rows(caplog):
+    """Recording must not break a reconcile; its transaction leaves nothing half-written."""
+    record_run(_result(), T0, 0.01)
+    broken = _result(
+        reason="Delivered",
+        status_written=True,
+        after=[_condition("Ready", "True", "Reconciled", message=object())],  # not JSON
+        events=[Event("Normal", "Delivered", "delivered")],
+    )
+    record_run(broken, T0 + timedelta(1), 0.1)  # does not raise
+    assert "recording the reconcile of ns/app failed" in caplog.text
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert tracked.runs_total == 1 and tracked.last_checked_at == T0  # rolled back
+    for model in (ReconcileRun, ConditionChange, EventRecord):
+        assert not model.objects.exists(), model.__name__
+
+
+def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(monkeypatch):
+    """design.md principle 3: a reconcile hands its result over and goes on; with the writer
+    stuck and the backlog full a run is dropped and counted, never waited for."""
+    written: list[RunResult] = []
+    writing = threading.Event()
+    release = threading.Event()
+
+    def slow_record_run(result: RunResult, started: datetime, seconds: float) -> None:
+        writing.set()
+        assert release.wait(10)
+        written.append(result)
+
+    monkeypatch.setattr(recording, "record_run", slow_record_run)
+    recorder = BackgroundRecorder(backlog=1)
+    first, second, third = (_result(reason=f"run {n}") for n in range(3))
+    try:
+        recorder(first, T0, 0.1)
+        assert writing.wait(10)  # the writer holds the first run
+        recorder(second, T0, 0.1)  # fills the backlog
+        recorder(third, T0, 0.1)  # returns at once: dropped
+        assert recorder.dropped == 1
+        release.set()
+        recorder.flush(timeout=10)
+        assert written == [first, second]
+    finally:
+        release.set()
+        recorder.close()

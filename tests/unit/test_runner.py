@@ -1,0 +1,543 @@
+"""The runner (workers/runner.py): one queued reconcile under its per-key lock (S4.1.4), its
+writes fenced on lock, deadline and (embedded mode) the Lease, settled exactly once with the
+outcome's requeue (S4.1.3). A real in-memory queue, a recording cluster and a fake reconcile;
+the guard's own timing is covered by test_run_guard.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from redis.exceptions import RedisError
+from urllib3.exceptions import HTTPError
+
+from k8s.errors import FenceLost, KubeError
+from tests.support.waiting import wait_for
+from workers import runner
+from workers.engine.outcome import Outcome, Requeue
+from workers.engine.ports import SecretObject
+from workers.engine.reconcile import RunResult
+from workers.engine.settings import OperatorSettings
+from workers.keys import ObjectKey
+from workers.queue.base import Lock, Priority
+from workers.queue.memory import MemoryQueue
+from workers.runtime import Runtime
+
+KEY = ObjectKey("ns", "app", "uid-1")
+CANARY = "canary-7f3e-not-for-logs"
+# Assertions failing inside a fake reconcile: run_locked would swallow them (it backs off on
+# any exception), so they are kept here and fail the test at teardown.
+BODY_FAILURES: list[AssertionError] = []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingQueue(MemoryQueue):
+    """A real MemoryQueue that counts ``finish`` and ``renew`` calls."""
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or time.monotonic
+        super().__init__(clock=self.clock)
+        self.finished: list[Requeue] = []
+        self.renewed_at: list[float] = []
+        self.renewed = threading.Event()
+
+    def finish(self, lock: Lock, requeue: Requeue, **timer: Any) -> float | None:
+        self.finished.append(requeue)
+        return super().finish(lock, requeue, **timer)
+
+    def renew(self, lock: Lock, ttl: float = 120.0) -> bool:
+        held = super().renew(lock, ttl)
+        self.renewed_at.append(self.clock())
+        self.renewed.set()
+        return held
+
+
+class RecordingCluster:
+    """Only what the fake reconciles call: one read and one write."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def get_secret(self, namespace: str, name: str) -> None:
+        return None
+
+    def create_secret(self, secret: SecretObject) -> SecretObject:
+        self.writes.append(secret.name)
+        return secret
+
+
+def _raising(error: BaseException) -> Callable[[Any], RunResult]:
+    def body(engine: Any) -> RunResult:
+        raise error
+
+    return body
+
+
+def _secret(name: str = "app") -> SecretObject:
+    return SecretObject(namespace=KEY.namespace, name=name)
+
+
+def _result(requeue: Requeue = Requeue.RESYNC, *, uid: str = KEY.uid, **outcome: Any) -> RunResult:
+    fields = {k: outcome.pop(k) for k in ("status_written", "resync_seconds") if k in outcome}
+    return RunResult(
+        outcome=Outcome(reason="Test", requeue=requeue, **outcome),
+        namespace=KEY.namespace,
+        name=KEY.name,
+        uid=uid,
+        **fields,
+    )
+
+
+class Harness:
+    """A Runtime over a real MemoryQueue and a recording cluster; ``reconcile`` is faked."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, clock: Clock | None = None) -> None:
+        self.queue = CountingQueue(clock)
+        self.reports = MemoryQueue()
+        self.cluster = RecordingCluster()
+        self.recorded: list[RunResult] = []
+        self.leader = True
+        self.runtime = Runtime(
+            settings=OperatorSettings(operator_namespace="hikyo-system"),
+            cluster=self.cluster,  # type: ignore[arg-type]
+            queue=self.queue,
+            reports=self.reports,
+            record=lambda result, started, seconds: self.recorded.append(result),
+            identity="worker-a",
+            leader_ok=lambda: self.leader,
+        )
+        self.calls: list[dict[str, Any]] = []
+        self._monkeypatch = monkeypatch
+
+    def fake(self, body: Callable[[Any], RunResult]) -> None:
+        def reconcile(engine, namespace, name, uid, *, forced_full=False):
+            self.calls.append({"key": (namespace, name, uid), "forced_full": forced_full})
+            try:
+                return body(engine)
+            except AssertionError as failed:
+                BODY_FAILURES.append(failed)
+                raise
+
+        self._monkeypatch.setattr(runner, "reconcile", reconcile)
+
+    def take(self) -> Lock:
+        self.queue.add(KEY)
+        assert self.queue.take_due()
+        lock = self.queue.begin(KEY, "worker-a", ttl=runner.LOCK_TTL_SECONDS)
+        assert lock is not None
+        return lock
+
+    def run(self, forced_full: bool = False) -> tuple[Lock, RunResult | None]:
+        lock = self.take()
+        return lock, runner.run_locked(self.runtime, lock, forced_full)
+
+
+def _no_guard_left() -> None:
+    """The run's renewer thread ends with the run: none is left behind."""
+    wait_for(
+        lambda: not [t for t in threading.enumerate() if t.name == "lock-renewer"],
+        timeout=5,
+        interval=0.005,
+        what="the lock renewer to end",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _guards_end():
+    BODY_FAILURES.clear()
+    yield
+    _no_guard_left()
+    if BODY_FAILURES:
+        raise BODY_FAILURES[0]
+
+
+# -- holding and settling ---------------------------------------------------------------------
+
+
+def test_a_run_holds_its_lock_and_settles_once_with_its_outcomes_resync(monkeypatch):
+    """S4.1.4: the reconcile runs under the lock, its writes pass the fence; S4.1.3: the
+    outcome's RESYNC sets the next due time from the CR's resyncInterval and resets the
+    failure count."""
+    h = Harness(monkeypatch)
+    h.fake(_raising(RuntimeError("a first run fails")))
+    h.run()
+    assert h.queue.failures(KEY) == 1
+    h.queue.finished.clear()
+    h.calls.clear()
+
+    seen: dict[str, Any] = {}
+
+    def body(engine):
+        seen["held"] = h.queue.holds(lock_box[0])
+        engine.cluster.create_secret(_secret())
+        return _result(Requeue.RESYNC, resync_seconds=600.0)
+
+    lock_box: list[Lock] = []
+    h.fake(body)
+    lock_box.append(h.take())
+    result = runner.run_locked(h.runtime, lock_box[0])
+
+    assert seen["held"] is True
+    assert h.cluster.writes == ["app"]
+    assert result is not None and h.recorded == [result]
+    assert h.queue.finished == [Requeue.RESYNC]
+    assert not h.queue.holds(lock_box[0])
+    assert h.queue.failures(KEY) == 0
+    assert 600 * 0.9 - 1 <= h.queue.due_in(KEY) <= 600 * 1.1  # resyncInterval x [0.9, 1.1]
+    assert h.calls == [{"key": KEY.as_args(), "forced_full": False}]
+
+
+def test_an_after_outcome_keeps_its_delay_the_failure_count_and_a_forced_full_next(monkeypatch):
+    """S4.10.0: a first 404 asks for a confirming run after a delay, withholding the cursor;
+    it is no backoff step."""
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+    h.fake(_raising(KubeError("get hikyosecrets ns/app", 503)))
+    h.run()
+    clock.now += 1000  # the backoff is over
+    h.fake(lambda engine: _result(Requeue.AFTER, delay=30.0, forced_full_next=True))
+    _, result = h.run(forced_full=True)
+
+    assert result is not None
+    assert h.calls[-1]["forced_full"] is True  # the ticket's forced_full reaches reconcile
+    assert h.queue.failures(KEY) == 1  # kept, not reset, not stepped
+    assert h.queue.due_in(KEY) == pytest.approx(30.0)
+    assert h.queue.take_due() == []  # not yet due
+    clock.now += 30  # the confirming run is due, its cursor withheld
+    [ticket] = h.queue.take_due()
+    assert ticket.key == KEY and ticket.forced_full is True
+
+
+def test_a_gone_cr_is_settled_without_a_timer_and_forgotten(monkeypatch):
+    """R0: gone (no uid in the result) => nothing scheduled; its failure count goes too."""
+    h = Harness(monkeypatch)
+    h.fake(_raising(RuntimeError("fails once")))
+    h.run()
+    assert h.queue.failures(KEY) == 1
+    h.queue.finished.clear()
+    h.fake(lambda engine: _result(Requeue.RESYNC, uid=""))
+    _, result = h.run()
+    assert result is not None and result.uid == ""
+    assert h.queue.finished == [Requeue.NONE]  # not the outcome's RESYNC
+    assert h.queue.due_in(KEY) is None and h.queue.failures(KEY) == 0
+    assert h.queue.depth() == 0
+
+
+@pytest.mark.parametrize(
+    ("status_written", "reporting", "queued"),
+    [(True, True, True), (False, True, False), (True, False, False)],
+)
+def test_a_status_write_queues_a_report_first(monkeypatch, status_written, reporting, queued):
+    """S7.4: a report follows every status write, when reporting is on."""
+    h = Harness(monkeypatch)
+    h.runtime.settings = OperatorSettings(
+        operator_namespace="hikyo-system", status_reporting=reporting
+    )
+    h.fake(lambda engine: _result(Requeue.RESYNC, status_written=status_written))
+    h.run()
+    tickets = h.reports.take_due()
+    if queued:
+        assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
+    else:
+        assert tickets == []
+
+
+def test_run_reconcile_takes_the_lock_itself(monkeypatch):
+    h = Harness(monkeypatch)
+    held: list[bool] = []
+
+    def body(engine):
+        held.append(h.queue.begin(KEY, "worker-b") is None)  # someone holds it: us
+        return _result(Requeue.RESYNC)
+
+    h.fake(body)
+    h.queue.add(KEY)
+    assert h.queue.take_due()
+    assert runner.run_reconcile(h.runtime, KEY) is not None
+    assert held == [True]
+    assert h.queue.begin(KEY, "worker-b") is not None  # released after the run
+
+
+def test_run_reconcile_with_the_key_held_elsewhere_runs_nothing_and_marks_it_dirty(monkeypatch):
+    """S4.1.4: a trigger during another process's run makes it run once more after."""
+    h = Harness(monkeypatch)
+    h.fake(lambda engine: pytest.fail("reconciled without the lock"))
+    h.queue.add(KEY)
+    assert h.queue.take_due()
+    other = h.queue.begin(KEY, "worker-b")
+    assert other is not None
+    assert runner.run_reconcile(h.runtime, KEY) is None
+    assert h.calls == [] and h.queue.finished == []
+    h.queue.finish(other, Requeue.RESYNC, resync_seconds=600)
+    assert h.queue.due_in(KEY) <= 0  # dirty: due again at once, not at the resync
+    [ticket] = h.queue.take_due()
+    assert ticket.priority is Priority.FIRST
+
+
+# -- the fence --------------------------------------------------------------------------------
+
+
+def test_renewals_keep_the_lock_past_its_first_ttl(monkeypatch):
+    """S4.1.4: TTL 120 s, renewed while the run lasts; the queue's clock moves, not time."""
+    monkeypatch.setattr(runner, "RENEW_EVERY_SECONDS", 0.01)
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+
+    def body(engine):
+        clock.now = 100.0
+        h.queue.renewed.clear()
+        assert h.queue.renewed.wait(5), "no renewal"
+        wait_for(lambda: any(at >= 100.0 for at in h.queue.renewed_at), 5, 0.005, "renewal")
+        clock.now = 200.0  # past the first TTL (120 s), within the renewed one
+        engine.cluster.create_secret(_secret())
+        return _result(Requeue.RESYNC)
+
+    h.fake(body)
+    _, result = h.run()
+    assert h.cluster.writes == ["app"]
+    assert result is not None and h.recorded == [result]
+    assert h.queue.finished == [Requeue.RESYNC] and h.queue.failures(KEY) == 0
+
+
+def test_a_lock_lost_to_another_worker_fences_the_writes_and_the_stale_run_settles_nothing(
+    monkeypatch,
+):
+    """S4.1.4: the lock expired and another worker took it: the write is refused unwritten, and
+    the late outcome neither releases nor reschedules the other worker's key."""
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+    taken: list[Lock] = []
+
+    def body(engine):
+        clock.now = runner.LOCK_TTL_SECONDS + 1
+        other = h.queue.begin(KEY, "worker-b")
+        assert other is not None
+        taken.append(other)
+        with pytest.raises(FenceLost) as raised:
+            engine.cluster.create_secret(_secret())
+        assert raised.value.reason == "per-key lock no longer held"
+        return _result(Requeue.RESYNC)  # the engine turns a failed write into an outcome
+
+    h.fake(body)
+    _, result = h.run()
+    assert h.cluster.writes == []
+    assert result is not None
+    assert h.queue.holds(taken[0])  # worker-b's lock untouched
+    assert h.queue.due_in(KEY) is None and h.queue.failures(KEY) == 0  # nothing scheduled
+
+
+def test_a_fence_lost_that_escapes_the_engine_backs_off_without_touching_the_new_owner(
+    monkeypatch,
+):
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+    taken: list[Lock] = []
+
+    def body(engine):
+        clock.now = runner.LOCK_TTL_SECONDS + 1
+        taken.append(h.queue.begin(KEY, "worker-b"))
+        engine.cluster.create_secret(_secret())  # raises FenceLost out of the run
+        return _result(Requeue.RESYNC)
+
+    h.fake(body)
+    _, result = h.run()
+    assert result is None and h.recorded == []
+    assert h.cluster.writes == []
+    assert h.queue.finished == [Requeue.BACKOFF]
+    assert h.queue.holds(taken[0]) and h.queue.failures(KEY) == 0
+
+
+def test_in_embedded_mode_a_lost_lease_fences_the_writes(monkeypatch):
+    """S4.1.4 "embedded mode: and the Lease": the lock is still held, the Lease is not; the
+    reason names the Lease, not the lock."""
+    h = Harness(monkeypatch)
+    reasons: list[str] = []
+
+    def body(engine):
+        engine.cluster.create_secret(_secret("before"))
+        h.leader = False
+        with pytest.raises(FenceLost) as raised:
+            engine.cluster.create_secret(_secret("after"))
+        reasons.append(raised.value.reason)
+        assert engine.cluster.get_secret("ns", "app") is None  # reads still pass
+        return _result(Requeue.RESYNC)
+
+    h.fake(body)
+    h.run()
+    assert h.cluster.writes == ["before"]
+    assert reasons == ["this process no longer holds the leader Lease"]
+
+
+def test_past_the_deadline_the_run_is_fenced_and_its_late_result_neither_recorded_nor_settled(
+    monkeypatch, caplog
+):
+    """S4.1.4: at the 90 s deadline (shortened here) no further write; the guard releases the
+    key with backoff once a write under way has had its grace; the run's own late outcome
+    (RESYNC) must not override that."""
+    monkeypatch.setattr(runner, "DEADLINE_SECONDS", 0.05)
+    monkeypatch.setattr(runner, "WRITE_GRACE_SECONDS", 0.02)
+    monkeypatch.setattr(runner, "RENEW_EVERY_SECONDS", 0.01)
+    h = Harness(monkeypatch)
+    reasons: list[str] = []
+
+    def body(engine):
+        def refused() -> str | None:
+            try:
+                engine.cluster.create_secret(_secret())
+            except FenceLost as lost:
+                return lost.reason
+            return None
+
+        reasons.append(wait_for(refused, 5, 0.005, "the deadline to fence the run"))
+        # The guard logs once it has released the key and marked the run abandoned.
+        wait_for(lambda: "abandoned at its" in caplog.text, 5, 0.005, "the guard to abandon")
+        return _result(Requeue.RESYNC, resync_seconds=600.0)
+
+    h.fake(body)
+    with caplog.at_level(logging.WARNING, logger="workers.runner"):
+        lock, result = h.run()
+
+    assert reasons == ["reconcile deadline of 0.05 s passed"]
+    assert result is None and h.recorded == []
+    assert h.queue.finished == [Requeue.BACKOFF]  # by the guard, once
+    assert h.queue.failures(KEY) == 1
+    assert h.queue.due_in(KEY) <= 5 * 1.2  # backoff, not the 600 s resync
+    assert not h.queue.holds(lock) and h.queue.begin(KEY, "worker-b") is not None
+
+
+def test_a_run_ending_within_the_grace_settles_once_itself(monkeypatch):
+    """The deadline fenced the run but it ended before the grace: the run settles (with the
+    outcome its refused write led to) and the guard settles nothing more."""
+    monkeypatch.setattr(runner, "DEADLINE_SECONDS", 0.05)
+    monkeypatch.setattr(runner, "WRITE_GRACE_SECONDS", 30.0)
+    h = Harness(monkeypatch)
+
+    def body(engine):
+        def refused() -> bool:
+            try:
+                engine.cluster.create_secret(_secret())
+            except FenceLost:
+                return True
+            return False
+
+        wait_for(refused, 5, 0.005, "the deadline to fence the run")
+        return _result(Requeue.BACKOFF)
+
+    h.fake(body)
+    lock, result = h.run()
+    _no_guard_left()  # the guard has ended: anything it would settle is settled
+    assert result is not None and h.recorded == [result]
+    assert h.queue.finished == [Requeue.BACKOFF]
+    assert h.queue.failures(KEY) == 1 and not h.queue.holds(lock)
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        KubeError("get hikyosecrets ns/app", 503),
+        OSError(CANARY),
+        RedisError(CANARY),
+        HTTPError(CANARY),
+    ],
+    ids=["KubeError", "OSError", "RedisError", "HTTPError"],
+)
+def test_an_unreachable_apiserver_or_store_backs_off_in_one_value_free_line(
+    monkeypatch, caplog, error
+):
+    """S4.1.3 backoff; S0.4: one line naming the key and the error's kind, no traceback and no
+    exception text beyond our own value-free KubeError."""
+    h = Harness(monkeypatch)
+    h.fake(_raising(error))
+    with caplog.at_level(logging.INFO, logger="workers.runner"):
+        lock, result = h.run()
+    assert result is None and h.recorded == []
+    assert h.queue.finished == [Requeue.BACKOFF]
+    assert h.queue.failures(KEY) == 1 and h.queue.due_in(KEY) is not None
+    assert not h.queue.holds(lock)
+    [line] = [r for r in caplog.records if r.name == "workers.runner"]
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert "ns/app" in line.getMessage()
+    assert CANARY not in caplog.text
+
+
+def test_a_bug_in_the_reconcile_backs_off_logs_the_traceback_and_does_not_escape(
+    monkeypatch, caplog
+):
+    h = Harness(monkeypatch)
+    h.fake(_raising(ZeroDivisionError("our own bug")))
+    with caplog.at_level(logging.ERROR, logger="workers.runner"):
+        _, result = h.run()  # does not raise
+    assert result is None and h.recorded == []
+    assert h.queue.finished == [Requeue.BACKOFF]
+    assert h.queue.failures(KEY) == 1
+    assert h.queue.begin(KEY, "worker-b") is not None  # released, not left to expire
+    [line] = [r for r in caplog.records if r.name == "workers.runner"]
+    assert line.exc_info is not None and "ns/app" in line.getMessage()
+
+
+def test_repeated_failures_step_the_backoff(monkeypatch):
+    """S4.1.3: each failed run adds one to the per-CR count."""
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+    h.fake(_raising(RuntimeError("again")))
+    for expected in (1, 2, 3):
+        h.run()
+        clock.now += 1000  # the retry is due
+        assert h.queue.failures(KEY) == expected
+    assert h.queue.finished == [Requeue.BACKOFF] * 3
+
+
+# -- rollout-only evaluations (S4.1.1) --------------------------------------------------------
+
+
+def test_a_failing_rollout_evaluation_is_one_value_free_line(monkeypatch, caplog):
+    h = Harness(monkeypatch)
+
+    def evaluate(engine, namespace, name, uid):
+        raise ValueError(CANARY)
+
+    monkeypatch.setattr(runner, "evaluate_rollout", evaluate)
+    with caplog.at_level(logging.INFO, logger="workers.runner"):
+        runner.run_rollout_evaluation(h.runtime, KEY)  # does not raise
+    assert "rollout evaluation of ns/app failed: ValueError" in caplog.text
+    assert CANARY not in caplog.text
+    assert h.queue.finished == []  # no lock, no queue state
+
+
+def test_rollout_evaluations_are_coalesced_per_cr():
+    """S4.1.1: at most one rollout-only evaluation per CR per interval; requests while one is
+    pending join it; distinct CRs are not held back by each other."""
+    clock = Clock()
+    submitted: list[ObjectKey] = []
+    arrived = threading.Semaphore(0)
+
+    def submit(key: ObjectKey) -> None:
+        submitted.append(key)
+        arrived.release()
+
+    evaluations = runner.RolloutEvaluations(submit, clock=clock)
+    evaluations.INTERVAL_SECONDS = 0.2  # real seconds the pending timer waits
+    other = ObjectKey("ns", "other", "uid-2")
+
+    evaluations.request(KEY)  # never evaluated: at once
+    assert arrived.acquire(timeout=5)
+    evaluations.request(KEY)  # just evaluated (clock unchanged): waits out the interval
+    evaluations.request(KEY)  # joins the pending one
+    evaluations.request(other)  # another CR: at once
+    assert arrived.acquire(timeout=5) and arrived.acquire(timeout=5)
+    assert sorted(submitted) == sorted([KEY, KEY, other])
+    assert submitted[:2] == [KEY, other]  # the other CR did not wait behind KEY's interval

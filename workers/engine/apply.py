@@ -1,0 +1,233 @@
+"""The only writer of a reconcile: executes a ``Plan`` through the (fenced) Cluster port in the
+S4.9 order: the coordination notes, the stamp root (S6.3), the Secret, the workload stamps, then
+the status with the cursor (written once, last), then the events.
+
+What a write reveals (a failed verification, a Secret that became another's, a refused patch,
+a 403) turns the plan's outcome into another through the pure ``settle_*`` functions, so the
+status always says what really happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from .decide import forbidden_outcome, not_owned, release_failed
+from .decide_answer import now_text, secret_write_failed, settle_secret
+from .decide_rollout import settle_rollout
+from .errors import AlreadyExists, Forbidden, KubeError
+from .observe import access_allowed
+from .observed import ForbiddenRead, Observed
+from .outcome import Outcome, Requeue, failure
+from .pacing import pause_instance
+from .plan import Now, Plan, RolloutPlan, StoreNote
+from .ports import Cluster, CoordinationStore, Event, SecretObject
+from .reports import CAPABILITY_TTL
+from .secret_writes import NotOwned, SecretWriter, WriteFailed
+from .settings import OperatorSettings
+from .stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET
+from .status import desired_status, status_differs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Applied:
+    """What was written; never values, tokens, cursors or stamps."""
+
+    outcome: Outcome
+    conditions_after: list[dict[str, Any]]
+    status_written: bool = False
+    events_emitted: list[Event] = field(default_factory=list)
+
+
+def apply(
+    plan: Plan,
+    observed: Observed,
+    cluster: Cluster,
+    store: CoordinationStore,
+    settings: OperatorSettings,
+    now: Now,
+) -> Applied:
+    _store_notes(store, plan.store, now)
+    try:
+        outcome = _writes(plan, observed, cluster, settings)
+    except Forbidden as error:  # S4.15
+        resource = error.resource + (f"/{error.subresource}" if error.subresource else "")
+        refused = ForbiddenRead(
+            error.verb,
+            resource,
+            namespace_terminating=error.namespace_terminating,
+            allowed=not error.namespace_terminating
+            and access_allowed(cluster, error, observed.namespace),
+        )
+        outcome = forbidden_outcome(refused, observed.namespace)
+        outcome.fetched = plan.outcome.fetched
+    stored = observed.status
+    applied = Applied(outcome, list(stored.get("conditions") or []))
+    if outcome.write_status and observed.cr is not None:
+        outcome.conditions = {**dict.fromkeys(plan.passed), **outcome.conditions}
+        applied = _write_status(cluster, observed, outcome, settings, now)
+    for event in applied.outcome.events:
+        try:
+            cluster.emit_event(observed.cr or {}, event)
+            applied.events_emitted.append(event)
+        except KubeError as error:
+            log.warning(
+                "event %s for %s/%s not sent: %s",
+                event.reason,
+                observed.namespace,
+                observed.name,
+                error,
+            )
+    return applied
+
+
+def _store_notes(store: CoordinationStore, notes: list[StoreNote], now: Now) -> None:
+    for note in notes:
+        if note.op == "record_not_found":
+            store.record_not_found(note.key, note.text, note.seconds)
+        elif note.op == "clear_not_found":
+            store.clear_not_found(note.key)
+        elif note.op == "capabilities":  # S7.2
+            store.put_note(f"capabilities:{note.key}", note.text, CAPABILITY_TTL)
+        elif note.op == "pause":  # S4.1.6
+            pause_instance(store, note.key, note.seconds, now.wall)
+        elif note.op == "stall_first_seen":  # S6.5
+            store.set_stall_first_seen(note.key, dict(note.first_seen))
+        else:
+            raise ValueError(f"unknown store note {note.op}")
+
+
+def _writes(
+    plan: Plan, observed: Observed, cluster: Cluster, settings: OperatorSettings
+) -> Outcome:
+    outcome = plan.outcome
+    action = plan.secret
+    writer = SecretWriter(cluster)
+    if action is not None and action.kind == "release":  # R1, S4.14.3
+        try:
+            writer.release(action.namespace, action.name, action.cr_uid)
+        except WriteFailed as error:
+            return release_failed(action.name, str(error))
+    if plan.finalizers is not None:  # R1, R2
+        cluster.patch_hikyosecret_finalizers(
+            observed.namespace,
+            observed.name,
+            plan.finalizers,
+            observed.metadata["resourceVersion"],
+        )
+    if action is not None and action.kind == "release":
+        return outcome
+    if plan.stamp_root is not None and not _create_stamp_root(cluster, settings, plan.stamp_root):
+        return _stamp_root_raced()
+    if action is not None:
+        try:
+            written = _write_secret(writer, plan)
+        except WriteFailed as error:
+            return secret_write_failed(str(error))
+        except NotOwned:
+            return not_owned(action.name)
+        outcome = settle_secret(plan, written)
+    if plan.rollout is not None:  # S4.9 step 2
+        outcome = settle_rollout(outcome, plan.rollout, _patch_stamps(cluster, plan.rollout))
+    return outcome
+
+
+def _write_secret(writer: SecretWriter, plan: Plan) -> SecretObject | None:
+    action = plan.secret
+    assert action is not None and action.spec is not None
+    if action.kind == "converge":
+        written, _ = writer.converge(action.spec, action.target, action.data)
+        return written
+    if action.kind == "empty":
+        return writer.empty(action.spec)
+    writer.delete_typed(action.spec)
+    return None
+
+
+def _create_stamp_root(cluster: Cluster, settings: OperatorSettings, root: bytes) -> bool:
+    """S6.3: create the root the decision used; False when another process created one first
+    (its root is not the one this run's stamps derive from)."""
+    try:
+        cluster.create_secret(
+            SecretObject(
+                namespace=settings.operator_namespace,
+                name=STAMP_ROOT_SECRET,
+                data={STAMP_ROOT_KEY: root},
+            )
+        )
+    except AlreadyExists:
+        return False
+    return True
+
+
+def _stamp_root_raced() -> Outcome:
+    """Nothing written: the next run reads the root another process just created."""
+    return Outcome(
+        reason="StampRootCreatedElsewhere", requeue=Requeue.AFTER, delay=0.0, write_status=False
+    )
+
+
+def _patch_stamps(cluster: Cluster, rollout: RolloutPlan) -> list[str]:
+    """S6.4: patch each opted-in workload whose stamp differs; returns the failed ones. A 403
+    goes to S4.15 like any other Kubernetes call made for the CR."""
+    failed: list[str] = []
+    for workload in rollout.patches:
+        try:
+            cluster.patch_workload_stamp(
+                workload.kind,
+                rollout.namespace,
+                workload.name,
+                rollout.target_name,
+                rollout.stamp,
+                uid=workload.uid,
+            )
+        except Forbidden:
+            raise
+        except KubeError as error:
+            log.warning(
+                "stamp of %s for %s/%s not patched: %s",
+                workload.ref,
+                rollout.namespace,
+                rollout.cr_name,
+                error,
+            )
+            failed.append(workload.ref)
+    return failed
+
+
+def _write_status(
+    cluster: Cluster,
+    observed: Observed,
+    outcome: Outcome,
+    settings: OperatorSettings,
+    now: Now,
+) -> Applied:
+    stored = observed.status
+    generation = int(observed.metadata.get("generation") or 0)
+    desired = desired_status(
+        stored,
+        outcome,
+        generation=generation,
+        now=now_text(now.at),
+        operator_namespace=settings.operator_namespace,
+    )
+    if not status_differs(stored, desired):
+        return Applied(outcome, desired["conditions"])  # S4.17: nothing changed, nothing written
+    if outcome.fetched:
+        desired["lastFetch"] = now_text(now.at)
+    patch: dict[str, Any] = {name: None for name in stored if name not in desired}
+    patch.update(desired)
+    try:
+        cluster.patch_hikyosecret_status(
+            observed.namespace, observed.name, patch, observed.metadata["resourceVersion"]
+        )
+    except KubeError as error:
+        log.warning("status of %s/%s not written: %s", observed.namespace, observed.name, error)
+        written = failure(f"status write failed: {error}")
+        written.fetched, written.write_status = outcome.fetched, False
+        written.wrote_secret = outcome.wrote_secret
+        return Applied(written, list(stored.get("conditions") or []))
+    return Applied(outcome, desired["conditions"], status_written=True)

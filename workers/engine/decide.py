@@ -1,0 +1,409 @@
+"""S4.2 steps R0-R14, pure: from what ``observe`` saw to a stop or a fetch plan.
+
+``decide_before_fetch`` runs the steps in order over an ``Observed`` record; the first step that
+stops decides (a ``Stop`` carrying the plan ``apply`` executes). A step whose input was not read
+yet answers ``Needs``: ``observe`` makes that read and asks again, so every read happens only
+when the steps before it passed. No I/O, no clock but the one passed in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .binding import binding_digest, cursor_to_present
+from .conditions import CONFLICT, DELIVERY, DESIGNATION, UNRECONCILED, Condition
+from .credentials import Credential, account_refusal, from_secret, from_token
+from .durations import DEFAULT_RESYNC_SECONDS
+from .foreign_owner import judge_owner
+from .loader_control import is_protected, precheck
+from .messages import key_list
+from .native_types import OPAQUE, unmapped_required
+from .observed import UNREAD, ForbiddenRead, Observed
+from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
+from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNote
+from .ports import SecretObject
+from .settings import OperatorSettings
+from .spec import SecretSpec, SpecInvalid, parse_spec
+from .stamp import STAMP_ROOT_BYTES, compute_stamp, target_key
+from .stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET, stamped_in_reach
+
+ORPHAN_FINALIZER = "hikyo.dev/orphan"
+
+Decision = Stop | FetchPlan | Needs
+
+
+class _Steps:
+    """The passed steps' condition removals (S5.4), gathered while the steps run."""
+
+    def __init__(self, observed: Observed) -> None:
+        self.observed = observed
+        self.passed: list[str] = [UNRECONCILED]
+
+    def stop(self, outcome: Outcome, **plan: Any) -> Stop:
+        if outcome.write_status:
+            outcome.conditions = {**dict.fromkeys(self.passed), **outcome.conditions}
+        return Stop(Plan(outcome=outcome, passed=tuple(self.passed), **plan))
+
+    def need(self, read: Read) -> Stop | Needs:
+        """The read a step needs; S4.15 when that read was the one answered 403."""
+        if self.observed.forbidden is not None:
+            return self.stop(forbidden_outcome(self.observed.forbidden, self.observed.namespace))
+        return Needs(read)
+
+
+def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now) -> Decision:
+    steps = _Steps(observed)
+    cr = observed.cr
+    if cr is None:  # R0
+        return Stop(Plan(outcome=stop_quietly("Gone")))
+    if observed.namespace == settings.operator_namespace:  # S8.5
+        return Stop(
+            Plan(outcome=stop_quietly("OperatorNamespace", "HikyoSecrets here are ignored"))
+        )
+    foreign = _foreign_owner(steps, settings, now)  # R0, S4.1.7
+    if foreign is not None:
+        return foreign
+    if observed.metadata.get("deletionTimestamp"):  # R1
+        return _finalize(steps)
+    finalizer = _finalizer_policy(steps)  # R2
+    if finalizer is not None:
+        return finalizer
+    try:  # R3
+        spec = parse_spec(cr)
+    except SpecInvalid as error:  # S1.3.9, S4.16
+        return steps.stop(failure(str(error)))
+    if spec.target_type != OPAQUE and not settings.native_secret_types:  # R4, S4.7.6
+        return steps.stop(native_types_disabled(spec))
+    instance = observed.instance  # R5
+    if instance is UNREAD:
+        return steps.need(Read.INSTANCE)
+    if instance is None:
+        return steps.stop(failure(f"HikyoInstance {spec.instance_name} not found"))
+    credential = _credential(steps, spec, instance, settings)  # R6
+    if not isinstance(credential, Credential):
+        return credential
+    steps.passed.append(DESIGNATION)
+    claimed = _target_claim(steps, spec)  # R7
+    if claimed is not None:
+        return claimed
+    target = observed.target  # R8
+    if target is UNREAD:
+        return steps.need(Read.TARGET)
+    owned = _ownership(steps, spec, target)  # R8, R9
+    if owned is not None:
+        return owned
+    steps.passed.append(CONFLICT)
+    mapping = _mapping_problem(spec)  # R10, R11
+    if mapping is not None:
+        return steps.stop(mapping)
+    root = _stamp_root(steps, settings)  # R12
+    if not isinstance(root, bytes):
+        return root
+    instance_uid = instance["metadata"]["uid"]
+    key = target_key(root, instance_uid, spec.uid, spec.target_name)
+    binding = binding_digest(spec, credential.identity, instance_uid)  # R13
+    pending = observed.not_found
+    if pending is UNREAD:
+        return steps.need(Read.NOT_FOUND)
+    store: list[StoreNote] = []
+    if pending and pending[0] != binding:  # a binding change discards a pending 404 (S4.10.0)
+        store.append(StoreNote("clear_not_found", spec.uid))
+        pending = None
+    cursor = cursor_to_present(
+        stored_cursor=observed.status.get("cursor"),
+        target_controlled=target is not None,
+        target_stamp=compute_stamp(key, target.data) if target is not None else None,
+        stored_stamp=observed.status.get("stamp"),
+        binding=binding,
+        stored_binding=observed.status.get("cursorBinding"),
+        forced_full=observed.forced_full or pending is not None,
+    )
+    if observed.server is UNREAD:  # R14
+        return steps.need(Read.SERVER)
+    if observed.server is None:
+        return steps.stop(
+            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}")
+        )
+    if settings.trigger_rollouts and observed.workloads is UNREAD:  # for S4.9 step 2, S6.5
+        return steps.need(Read.WORKLOADS)
+    return FetchPlan(
+        spec=spec,
+        instance_uid=instance_uid,
+        binding=binding,
+        key=key,
+        cursor=cursor,
+        target=target,
+        token=credential.token,
+        stamp_root=observed.fresh_root if observed.stamp_root is None else None,
+        store=tuple(store),
+        passed=tuple(steps.passed),
+    )
+
+
+def resync_seconds_of(cr: dict[str, Any] | None) -> float:
+    try:
+        return parse_spec(cr or {}).resync_seconds
+    except SpecInvalid:
+        return DEFAULT_RESYNC_SECONDS
+
+
+# -- R0: another operator's CR (S4.1.7) ---------------------------------------------------------
+
+
+def _foreign_owner(steps: _Steps, settings: OperatorSettings, now: Now) -> Decision | None:
+    """Another operator wrote this status; it owns the CR while its Lease is fresh (renewed less
+    than 3 x resyncInterval ago) or unreadable to us. Else we take over."""
+    observed = steps.observed
+    other = observed.status.get("operatorNamespace")
+    if not other or other == settings.operator_namespace:
+        return None
+    if observed.lease is UNREAD:
+        return Needs(Read.LEASE)
+    verdict = judge_owner(
+        other,
+        settings.operator_namespace,
+        observed.lease,
+        lease_readable=observed.lease_readable,
+        resync_seconds=resync_seconds_of(observed.cr),
+        now=now.at,
+    )
+    if not verdict.owner:
+        return None
+    outcome = stop_quietly("ForeignOwner", f"owned by the operator in {verdict.owner}")
+    # No watch event comes when that operator stops (a healthy owner writes nothing): look
+    # again by the time its Lease would go stale, else the CR is never taken over.
+    outcome.requeue, outcome.delay = Requeue.AFTER, verdict.recheck_after
+    return Stop(Plan(outcome=outcome))
+
+
+# -- R1, R2: the finalizer --------------------------------------------------------------------
+
+
+def _finalizers(observed: Observed) -> list[str]:
+    return list(observed.metadata.get("finalizers") or [])
+
+
+def _target_name(observed: Observed) -> str:
+    return (((observed.cr or {}).get("spec") or {}).get("target") or {}).get("name", "")
+
+
+def _finalize(steps: _Steps) -> Stop:
+    """S4.14.3: release an Orphan target, then the finalizer; Owner needs nothing."""
+    observed = steps.observed
+    finalizers = _finalizers(observed)
+    if ORPHAN_FINALIZER not in finalizers:
+        return Stop(Plan(outcome=stop_quietly("Deleting")))
+    target_name = _target_name(observed)
+    outcome = stop_quietly("Finalized", f"Secret {target_name} left in place, unowned")
+    release = SecretAction(
+        "release", observed.namespace, target_name, observed.metadata.get("uid", "")
+    )
+    kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
+    return Stop(Plan(outcome=outcome, secret=release, finalizers=kept))
+
+
+def release_failed(target_name: str, error: str) -> Outcome:
+    outcome = failure(f"cannot release Secret {target_name} before deletion: {error}")
+    outcome.write_status = False
+    return outcome
+
+
+def _finalizer_policy(steps: _Steps) -> Stop | None:
+    observed = steps.observed
+    finalizers = _finalizers(observed)
+    target = ((observed.cr or {}).get("spec") or {}).get("target") or {}
+    policy = target.get("creationPolicy", "Owner")
+    if policy == "Orphan" and ORPHAN_FINALIZER not in finalizers:
+        return Stop(
+            Plan(outcome=_rerun("FinalizerAdded"), finalizers=[*finalizers, ORPHAN_FINALIZER])
+        )
+    if policy != "Orphan" and ORPHAN_FINALIZER in finalizers:
+        kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
+        return Stop(Plan(outcome=_rerun("FinalizerRemoved"), finalizers=kept))
+    return None
+
+
+def _rerun(reason: str) -> Outcome:
+    """R2 stops after the finalizer patch; the resulting watch event (or this) runs it again."""
+    return Outcome(reason=reason, requeue=Requeue.AFTER, delay=0.0, write_status=False)
+
+
+# -- R4, R6-R12 -------------------------------------------------------------------------------
+
+
+def native_types_disabled(spec: SecretSpec) -> Outcome:
+    return refusal(
+        Condition(
+            DELIVERY,
+            "False",
+            "NativeSecretTypesDisabled",
+            f"target.type {spec.target_type} needs native Secret types, which this operator "
+            "has disabled (Helm operator.nativeSecretTypes=true); the target is retained",
+        ),
+        clear_cursor=True,
+    )
+
+
+def _credential(
+    steps: _Steps, spec: SecretSpec, instance: dict[str, Any], settings: OperatorSettings
+) -> Credential | Decision:
+    """R6 (S2.2, S2.3): the bearer for this reconcile, kept in memory only."""
+    observed = steps.observed
+    if spec.credential_secret:
+        if observed.credential_secret is UNREAD:
+            return steps.need(Read.CREDENTIAL)
+        found = from_secret(spec, observed.credential_secret)
+    else:
+        account = observed.service_account
+        if account is UNREAD:
+            return steps.need(Read.CREDENTIAL)
+        refused = account_refusal(spec, account, settings, instance)
+        if refused is not None:
+            return steps.stop(refused)
+        assert account is not None
+        if observed.token is UNREAD:
+            return Needs(Read.TOKEN)
+        found = from_token(spec, account, observed.token, observed.token_error)
+    return found if isinstance(found, Credential) else steps.stop(found)
+
+
+def _target_claim(steps: _Steps, spec: SecretSpec) -> Decision | None:
+    """R7: the earliest CR (then lowest UID) naming a target owns it."""
+    observed = steps.observed
+    if observed.claimants is UNREAD:
+        return steps.need(Read.CLAIMANTS)
+    live = [c for c in observed.claimants if not c["metadata"].get("deletionTimestamp")]
+    if not any(c["metadata"]["uid"] == spec.uid for c in live):
+        live.append(observed.cr or {})
+    winner = min(
+        live, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["uid"])
+    )
+    if winner["metadata"]["uid"] == spec.uid:
+        return None
+    return steps.stop(
+        refusal(
+            Condition(
+                CONFLICT,
+                "True",
+                "TargetClaimed",
+                f"HikyoSecret {winner['metadata']['name']} already manages Secret "
+                f"{spec.target_name}; choose another target.name",
+            )
+        )
+    )
+
+
+def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> Stop | None:
+    """R8, R9: never adopt; never change a type."""
+    if target is None:
+        return None
+    if not target.controlled_by(spec.uid):
+        return steps.stop(not_owned(spec.target_name))
+    if target.type != spec.target_type:
+        return steps.stop(
+            refusal(
+                Condition(
+                    CONFLICT,
+                    "True",
+                    "TargetTypeImmutable",
+                    f"Secret {spec.target_name} has type {target.type}, not {spec.target_type}; "
+                    "a Secret's type cannot change: use a new HikyoSecret and target name",
+                )
+            )
+        )
+    return None
+
+
+def not_owned(target_name: str) -> Outcome:
+    return refusal(
+        Condition(
+            CONFLICT,
+            "True",
+            "ManagedSecretNotOwned",
+            f"Secret {target_name} exists and is not managed by this HikyoSecret; the operator "
+            "never adopts a Secret: delete or rename it, or choose another target.name",
+        )
+    )
+
+
+def _mapping_problem(spec: SecretSpec) -> Outcome | None:
+    if spec.target_type != OPAQUE:  # R10
+        lacking = unmapped_required(spec.target_type, [e.secret_key for e in spec.mapping])
+        if lacking:
+            return refusal(
+                Condition(
+                    DELIVERY,
+                    "False",
+                    "KeysMissing",
+                    f"a {spec.target_type} Secret needs {key_list(lacking)} in the mapping",
+                ),
+                clear_cursor=True,
+            )
+    protected = (
+        None
+        if spec.all_keys
+        else [e.secret_key for e in spec.mapping if is_protected(e.secret_key)]
+    )
+    problem = precheck(spec.acknowledged, protected)  # R11, S4.6.2
+    if problem:
+        return refusal(
+            Condition(DELIVERY, "False", "LoaderControlUnacknowledged", problem), clear_cursor=True
+        )
+    return None
+
+
+def _stamp_root(steps: _Steps, settings: OperatorSettings) -> bytes | Decision:
+    """R12 (S6.3): the root; a missing one is created (by ``apply``, before any write) only
+    while no CR in reach holds a stamp, or on explicit opt-in. Never replaced."""
+    observed = steps.observed
+    namespace = settings.operator_namespace
+    if observed.stamp_root is UNREAD:
+        return steps.need(Read.STAMP_ROOT)
+    if observed.stamp_root is None:
+        if not settings.allow_stamp_root_reset:
+            if observed.reach is UNREAD:
+                return steps.need(Read.REACH)
+            if stamped_in_reach(observed.reach, namespace):
+                return steps.stop(
+                    failure(
+                        f"stamp root missing: restore Secret {namespace}/{STAMP_ROOT_SECRET}, "
+                        "or set HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true to accept one restart "
+                        "of every opted-in workload"
+                    )
+                )
+        return observed.fresh_root
+    root = observed.stamp_root.data.get(STAMP_ROOT_KEY, b"")
+    if len(root) != STAMP_ROOT_BYTES:
+        return steps.stop(
+            failure(
+                f"stamp root Secret {namespace}/{STAMP_ROOT_SECRET} holds {len(root)} bytes, not "
+                f"{STAMP_ROOT_BYTES}; it is never replaced automatically"
+            )
+        )
+    return root
+
+
+# -- S4.15 --------------------------------------------------------------------------------------
+
+
+def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:
+    """S4.15: a 403 from any Kubernetes call made for the CR (not the TokenRequest, S2.4)."""
+    if forbidden.namespace_terminating:
+        return stop_quietly("NamespaceTerminating")
+    if forbidden.allowed:
+        return failure(
+            f"forbidden by admission or quota: {forbidden.resource} {forbidden.verb}",
+            clear_cursor=True,
+        )
+    message = (
+        f"the operator may not {forbidden.verb} {forbidden.resource} in namespace {namespace}: "
+        "bind the operator to this namespace (Helm operator.namespaces)"
+    )
+    return Outcome(
+        reason="NamespaceNotBound",
+        message=message,
+        requeue=Requeue.BACKOFF,
+        lifecycle="Unreconciled",
+        conditions={UNRECONCILED: Condition(UNRECONCILED, "True", "NamespaceNotBound", message)},
+        events=[Event("Warning", "NamespaceNotBound", message)],
+    ).clearing_cursor()

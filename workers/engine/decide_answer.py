@@ -1,0 +1,400 @@
+"""S4.2 steps R15-R16, pure: from the fetch's answer to the plan ``apply`` executes.
+
+Content (S4.4-S4.7), converge or scrub (S4.8, S4.10), conditions, events, status and requeue
+(S4.9, S4.11-S4.13), and the rollouts that follow a change (S6). What only the writes can tell
+(the written Secret's UID, a failed verification, a failed stamp patch) is folded in by the
+``settle_*`` functions, which ``apply`` calls with what happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from . import expiry
+from .conditions import DELIVERY, SCRUBBED, SYNCED, Condition
+from .content import Content, ContentRefusal, assemble
+from .decide import decide_before_fetch
+from .decide_rollout import plan_rollout
+from .errors import EngineError
+from .fetched import Delivery, FetchOutcome
+from .messages import key_list
+from .native_types import OPAQUE
+from .observed import Observed
+from .outcome import Event, Outcome, Requeue, failure, refusal
+from .pacing import PROBE_INTERVAL_SECONDS, spread
+from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote
+from .ports import SecretObject
+from .settings import OperatorSettings
+from .stamp import compute_stamp, empty_content_stamp
+
+NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
+
+
+class NotAFetch(EngineError):
+    """``decide_after_fetch`` was given a record whose steps stop before the fetch."""
+
+
+def now_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decide_after_fetch(
+    observed: Observed, attempt: FetchAttempt, settings: OperatorSettings, now: Now
+) -> Plan:
+    fetch = decide_before_fetch(observed, settings, now)
+    if not isinstance(fetch, FetchPlan):
+        raise NotAFetch(f"{observed.namespace}/{observed.name} does not reach R15")
+    plan = _answer(observed, fetch, attempt, settings, now)
+    plan.store[:0] = fetch.store
+    plan.passed = fetch.passed
+    if plan.outcome.write_status:
+        plan.outcome.conditions = {**dict.fromkeys(fetch.passed), **plan.outcome.conditions}
+    return plan
+
+
+def _answer(
+    observed: Observed,
+    fetch: FetchPlan,
+    attempt: FetchAttempt,
+    settings: OperatorSettings,
+    now: Now,
+) -> Plan:
+    spec, uid = fetch.spec, fetch.instance_uid
+    if attempt.gate is not None:  # R15: stood off, not fetched (S4.1.6)
+        return Plan(outcome=_gated(attempt, spec.instance_name, spec.uid))
+    result = attempt.result
+    assert result is not None
+    plan: Plan
+    if result.outcome is FetchOutcome.DELIVERY:
+        assert result.delivery is not None
+        plan = _delivered(observed, fetch, result.delivery, settings, now)
+        capabilities = ",".join(sorted(result.delivery.capabilities or ()))
+        plan.store[:0] = [
+            StoreNote("clear_not_found", spec.uid),
+            StoreNote("capabilities", uid, text=capabilities),  # S7.2
+        ]
+    elif result.outcome is FetchOutcome.AUTHORITATIVE_NOT_FOUND:
+        plan = _not_found(observed, fetch, settings, now)
+    elif result.outcome is FetchOutcome.NOT_MATERIALIZED:  # S4.12
+        message = (
+            "the environment has no published revision yet (or the pinned one was "
+            "collected): nothing was written"
+        )
+        plan = Plan(
+            outcome=Outcome(
+                reason="NotMaterialized",
+                message=message,
+                requeue=Requeue.RESYNC,
+                lifecycle="Retained",
+                conditions={SYNCED: Condition(SYNCED, "False", "NotMaterialized", message)},
+                events=[Event("Warning", "NotMaterialized", message)],
+            )
+        )
+    elif result.outcome is FetchOutcome.RATE_LIMITED:  # S4.1.6: no backoff step
+        wait = result.retry_after or 1.0
+        plan = Plan(
+            outcome=failure(
+                "rate limited by the Hikyo server (status 429)", requeue=Requeue.AFTER, delay=wait
+            ),
+            store=[StoreNote("pause", uid, seconds=wait)],
+        )
+    else:
+        plan = Plan(outcome=failure(f"fetch failed: {result.detail}"))  # S4.11
+    plan.outcome.fetched = True
+    return plan
+
+
+def _gated(attempt: FetchAttempt, instance_name: str, cr_uid: str) -> Outcome:
+    if attempt.gate is Gate.UNRESPONSIVE:
+        # Not fetched, and no slot held: a probe finds out when the instance answers again.
+        # Synced=False/FetchFailed tells why; no event (the probe's own failure emits one).
+        outcome = failure(
+            f"not fetched: HikyoInstance {instance_name} did not answer in time; one request at "
+            "a time probes it until it answers",
+            requeue=Requeue.AFTER,
+            delay=spread(max(attempt.wait, PROBE_INTERVAL_SECONDS), cr_uid),
+        )
+        outcome.events = []
+        return outcome
+    if attempt.gate is Gate.PAUSED:
+        # Spread over up to one more pause length, so the CRs waiting on it do not all come
+        # back at its end at once (each runs once per pause, S4.1.6).
+        return _paced("InstancePaused", spread(attempt.wait, cr_uid))
+    return _paced("Paced", attempt.wait)
+
+
+def _paced(reason: str, delay: float) -> Outcome:
+    """S4.1.6: not a failure: no write, no backoff step, run again when a token is due."""
+    return Outcome(reason=reason, requeue=Requeue.AFTER, delay=delay, write_status=False)
+
+
+# -- R16: a valid 200 ------------------------------------------------------------------------
+
+
+def _delivered(
+    observed: Observed,
+    fetch: FetchPlan,
+    delivery: Delivery,
+    settings: OperatorSettings,
+    now: Now,
+) -> Plan:
+    stored_conditions = {c["type"]: c for c in observed.status.get("conditions") or []}
+    findings = expiry.evaluate(delivery, stored_conditions, now.at)  # S4.13 first
+    if delivery.current:
+        plan = Plan(
+            outcome=Outcome(
+                reason="Current",
+                requeue=Requeue.RESYNC,
+                lifecycle="Synced",
+                conditions={
+                    SYNCED: Condition(SYNCED, "True", "Current", "the delivered content is current")
+                },
+            )
+        )
+        stamp = observed.status.get("stamp")
+        if stamp:  # R16: read-only S6.5, no patches and no event (S4.17)
+            plan_rollout(plan, observed, fetch, settings, stamp, patch=False, now=now)
+    else:
+        plan = _full_delivery(observed, fetch, delivery, settings, now)
+    outcome = plan.outcome
+    outcome.conditions = {**findings.conditions, **outcome.conditions}
+    outcome.status = {**findings.status, **outcome.status}
+    outcome.events = [*findings.events, *outcome.events]
+    return plan
+
+
+def _full_delivery(
+    observed: Observed,
+    fetch: FetchPlan,
+    delivery: Delivery,
+    settings: OperatorSettings,
+    now: Now,
+) -> Plan:
+    content = assemble(fetch.spec, delivery.keys)
+    if isinstance(content, ContentRefusal):
+        condition = Condition(DELIVERY, "False", content.reason, content.message)
+        if content.withdraw_typed:  # S4.10.2 via a valid 200
+            return _withdraw(observed, fetch, settings, now, condition)
+        # S5.4: a Delivery refusal clears the cursor and leaves Synced as it was.
+        return Plan(outcome=refusal(condition, clear_cursor=True))
+    return _write(observed, fetch, content, delivery, settings, now)
+
+
+def _write(
+    observed: Observed,
+    fetch: FetchPlan,
+    content: Content,
+    delivery: Delivery,
+    settings: OperatorSettings,
+    now: Now,
+) -> Plan:
+    """S4.8, S4.9: Secret first (verified), then the status carries the cursor, last."""
+    spec, target = fetch.spec, fetch.target
+    changed = target is None or target.data != content.data  # S4.8.2: identical bytes skip
+    status = {
+        "cursor": delivery.cursor,
+        "cursorBinding": fetch.binding,
+        "stamp": compute_stamp(fetch.key, content.data),
+        "keyCount": len(content.data),
+    }
+    if target is not None:
+        status |= _managed(target)
+    if changed or not observed.status.get("lastDelivery"):
+        status["lastDelivery"] = now_text(now.at)
+    events = []
+    if changed:
+        verb = "created" if target is None else "updated"
+        events.append(
+            Event(
+                "Normal",
+                "Delivered",
+                f"Secret {spec.target_name} {verb} with {len(content.data)} keys",
+            )
+        )
+    delivery_condition: Condition | None = None
+    if content.missing:
+        delivery_condition = Condition(
+            DELIVERY,
+            "False",
+            "KeysMissing",
+            f"the server did not deliver mapped keys {key_list(content.missing)}; their "
+            "destinations are absent from the Secret",
+        )
+    elif content.env_skip:
+        delivery_condition = Condition(
+            DELIVERY,
+            "True",
+            "EnvFromSkip",
+            f"destinations {key_list(content.env_skip)} may be skipped by envFrom without "
+            "relaxed environment variable validation",
+        )
+    if delivery_condition is not None:
+        events.append(Event("Warning", delivery_condition.reason, delivery_condition.message))
+    outcome = Outcome(
+        reason="Delivered",
+        message=f"{len(content.data)} keys",
+        requeue=Requeue.RESYNC,
+        lifecycle="Synced",
+        conditions={
+            SYNCED: Condition(
+                SYNCED,
+                "True",
+                "Delivered",
+                f"Secret {spec.target_name} holds the delivered content",
+            ),
+            SCRUBBED: None,
+            DELIVERY: delivery_condition,
+        },
+        status=status,
+        events=events,
+        wrote_secret=changed,
+    )
+    secret = None
+    if changed:
+        secret = SecretAction(
+            "converge", spec.namespace, spec.target_name, spec.uid, spec, target, content.data
+        )
+    plan = Plan(outcome=outcome, secret=secret, stamp_root=fetch.stamp_root)
+    plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
+    return plan
+
+
+def _managed(secret: SecretObject | None) -> dict[str, str | None]:
+    return {
+        "managedSecretUID": secret.uid if secret else None,
+        "managedSecretResourceVersion": secret.resource_version if secret else None,
+    }
+
+
+# -- R16: an authoritative 404 (S4.10) ---------------------------------------------------------
+
+
+def _not_found(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
+    """S4.10.0: act on an authoritative 404 only when a second, cursor-less one confirms it."""
+    spec = fetch.spec
+    already_scrubbed = any(
+        c.get("type") == SCRUBBED and c.get("status") == "True"
+        for c in observed.status.get("conditions") or []
+    )
+    wait = settings.not_found_confirmation_seconds
+    if not already_scrubbed:
+        seen = observed.not_found or None
+        if seen and (seen[0] != fetch.binding or now.wall - seen[1] > NOT_FOUND_RECORD_TTL):
+            seen = None
+        if seen is None:
+            note = StoreNote("record_not_found", spec.uid, text=fetch.binding, seconds=now.wall)
+            return Plan(outcome=_confirming(wait), store=[note])
+        if fetch.cursor is not None or now.wall - seen[1] < wait:
+            return Plan(outcome=_confirming(max(wait - (now.wall - seen[1]), 1.0)))
+    clear = StoreNote("clear_not_found", spec.uid)
+    if spec.target_type == OPAQUE:
+        plan = _scrub(observed, fetch, settings, now)
+    else:
+        plan = _withdraw(observed, fetch, settings, now, None)
+    plan.store.insert(0, clear)
+    return plan
+
+
+def _confirming(delay: float) -> Outcome:
+    outcome = failure(
+        "not found; confirming before acting (S4.10.0)", requeue=Requeue.AFTER, delay=delay
+    )
+    outcome.forced_full_next = True
+    return outcome
+
+
+def _scrub(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
+    """S4.10.1: empty an Opaque target; an absent one stays absent."""
+    spec = fetch.spec
+    action = SecretAction("empty", spec.namespace, spec.target_name, spec.uid, spec)
+    return _scrubbed(observed, fetch, settings, now, action, None)
+
+
+def _withdraw(
+    observed: Observed,
+    fetch: FetchPlan,
+    settings: OperatorSettings,
+    now: Now,
+    delivery: Condition | None,
+) -> Plan:
+    """S4.10.2: a typed target cannot be empty, so it is deleted, with preconditions."""
+    spec = fetch.spec
+    action = SecretAction("delete", spec.namespace, spec.target_name, spec.uid, spec)
+    return _scrubbed(observed, fetch, settings, now, action, delivery)
+
+
+def scrubbed_message(target_name: str, emptied: bool) -> str:
+    what = "emptied" if emptied else "deleted or left absent"
+    return f"the Hikyo server no longer authorizes this delivery: Secret {target_name} was {what}"
+
+
+def _scrubbed(
+    observed: Observed,
+    fetch: FetchPlan,
+    settings: OperatorSettings,
+    now: Now,
+    action: SecretAction,
+    delivery: Condition | None,
+) -> Plan:
+    spec = fetch.spec
+    message = scrubbed_message(
+        spec.target_name, action.kind == "empty" and fetch.target is not None
+    )
+    conditions: dict[str, Condition | None] = {
+        SCRUBBED: Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message),
+        SYNCED: None,
+    }
+    events = [Event("Warning", "AuthorizationWithdrawn", message)]
+    if delivery is not None:
+        conditions[DELIVERY] = delivery
+        events.append(Event("Warning", delivery.reason, delivery.message))
+    outcome = Outcome(
+        reason="AuthorizationWithdrawn",
+        message=message,
+        requeue=Requeue.RESYNC,
+        lifecycle="Scrubbed",
+        conditions=conditions,
+        events=events,
+        status={
+            "cursor": None,
+            "cursorBinding": None,
+            "stamp": empty_content_stamp(fetch.key),
+            "keyCount": 0,
+            **_managed(None),
+        },
+        wrote_secret=True,
+    )
+    plan = Plan(outcome=outcome, secret=action, stamp_root=fetch.stamp_root)
+    # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
+    plan_rollout(plan, observed, fetch, settings, outcome.status["stamp"], patch=True, now=now)
+    return plan
+
+
+# -- what only the writes can tell ---------------------------------------------------------------
+
+
+def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
+    """The Secret write held: the status records the Secret as written (or its absence)."""
+    outcome = plan.outcome
+    action = plan.secret
+    assert action is not None
+    if action.kind == "converge":
+        outcome.status |= _managed(written)
+    elif action.kind == "empty":  # the target as the write found it: emptied, or absent
+        outcome.status |= _managed(written)
+        message = scrubbed_message(action.name, written is not None)
+        outcome.message = message
+        outcome.conditions[SCRUBBED] = Condition(
+            SCRUBBED, "True", "AuthorizationWithdrawn", message
+        )
+        outcome.events = [
+            replace(e, message=message) if e.reason == "AuthorizationWithdrawn" else e
+            for e in outcome.events
+        ]
+    return outcome
+
+
+def secret_write_failed(message: str) -> Outcome:
+    """S4.8.4, S4.10: the write or its verification failed; the cursor goes, the Secret stays."""
+    return failure(message, clear_cursor=True)

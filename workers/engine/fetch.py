@@ -1,0 +1,52 @@
+"""R15: take a token for the instance (S4.1.6), then fetch (S3.3) through the server port.
+
+The only step between the two decisions; it stands off without fetching while the instance is
+paused by a 429, probed after it stopped answering, or out of tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .fetched import FetchOutcome, Scope
+from .observed import UNREAD, Observed
+from .pacing import note_answer, pause_left, unresponsive_wait, wait_for_token
+from .plan import FetchAttempt, FetchPlan, Gate, Now
+from .ports import CoordinationStore
+from .settings import OperatorSettings
+
+
+def fetch(
+    observed: Observed,
+    plan: FetchPlan,
+    store: CoordinationStore,
+    settings: OperatorSettings,
+    now: Now,
+    *,
+    sleep: Callable[[float], None],
+) -> FetchAttempt:
+    instance_uid = plan.instance_uid
+    paused = pause_left(store, instance_uid, now.wall)
+    if paused > 0:  # a 429 paused every request to this instance
+        return FetchAttempt(gate=Gate.PAUSED, wait=paused)
+    probe_in = unresponsive_wait(store, instance_uid)
+    if probe_in > 0:  # another run is probing an instance that stopped answering
+        return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=probe_in)
+    wait = wait_for_token(
+        store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=sleep
+    )
+    if wait > 0:
+        return FetchAttempt(gate=Gate.NO_TOKEN, wait=wait)
+    server = observed.server
+    assert server is not None and server is not UNREAD  # R14 passed
+    spec = plan.spec
+    result = server.fetch(
+        Scope(spec.org, spec.project, spec.environment),
+        token=plan.token,
+        projection=spec.projection,
+        cursor=plan.cursor,
+        acknowledged_keys=spec.acknowledged,
+    )
+    no_answer = result.outcome is FetchOutcome.FAILED and result.status is None
+    note_answer(store, instance_uid, result.detail if no_answer else None)
+    return FetchAttempt(result=result)
