@@ -78,18 +78,18 @@ class _RunGuard(threading.Thread):
                 return
 
     def _abandon(self) -> None:
+        if not self.claim(abandoning=True):
+            return  # the run settled first
         try:
-            self.abandoned = self.settle(Requeue.BACKOFF)
+            self.queue.finish(self.lock, Requeue.BACKOFF)
         except Exception as error:  # the store is unreachable: the lock expires by its TTL
             log.warning("releasing the key of %s failed: %s", self.lock.key, describe(error))
             return
-        if self.abandoned:
-            log.warning(
-                "reconcile of %s abandoned at its %g s deadline; key released, retried with "
-                "backoff",
-                self.lock.key,
-                self.deadline,
-            )
+        log.warning(
+            "reconcile of %s abandoned at its %g s deadline; key released, retried with backoff",
+            self.lock.key,
+            self.deadline,
+        )
 
     def fence(self) -> str | None:
         """Why this run may no longer write (S4.1.4), or None."""
@@ -99,12 +99,23 @@ class _RunGuard(threading.Thread):
             return "per-key lock no longer held"
         return self.lost
 
-    def settle(self, requeue: Requeue, **timer: Any) -> bool:
-        """Releases the key and sets its next due time, once; False when already settled."""
+    def past_deadline(self) -> bool:
+        return self.clock() >= self.deadline_at
+
+    def claim(self, *, abandoning: bool = False) -> bool:
+        """Takes the one settlement of the key; False when it was taken already. The guard
+        marks the run abandoned in the same step, so a late result is never recorded."""
         with self._settling:
             if self._settled:
                 return False
             self._settled = True
+            self.abandoned = abandoning
+            return True
+
+    def settle(self, requeue: Requeue, **timer: Any) -> bool:
+        """Releases the key and sets its next due time, once; False when already settled."""
+        if not self.claim():
+            return False
         self.queue.finish(self.lock, requeue, **timer)
         return True
 
@@ -150,22 +161,28 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
         return None
     finally:
         guard.done.set()
-    if guard.abandoned:
+    if not guard.claim():
         return None  # the guard released the key already; this late result is not recorded
-    runtime.record(result, started, time.monotonic() - clock)
     outcome = result.outcome
-    if not result.uid:  # gone, or replaced by another object with the same name
-        guard.settle(Requeue.NONE)
-        queue.forget(key)
-        return result
-    if result.status_written and runtime.settings.status_reporting:
-        runtime.reports.add(key, priority=Priority.FIRST)  # S7.4: after every status write
-    guard.settle(
-        outcome.requeue,
-        delay=outcome.delay,
-        resync_seconds=result.resync_seconds,
-        forced_full_next=outcome.forced_full_next,
-    )
+    requeue = outcome.requeue
+    if guard.past_deadline() and requeue is not Requeue.NONE:
+        requeue = Requeue.BACKOFF  # S4.1.4: a run past its deadline is retried with backoff
+    try:
+        runtime.record(result, started, time.monotonic() - clock)
+        if result.uid and result.status_written and runtime.settings.status_reporting:
+            runtime.reports.add(key, priority=Priority.FIRST)  # S7.4: after every status write
+    finally:  # the key is settled whatever recording does
+        if not result.uid:  # gone, or replaced by another object with the same name
+            queue.finish(lock, Requeue.NONE)
+            queue.forget(key)
+        else:
+            queue.finish(
+                lock,
+                requeue,
+                delay=outcome.delay,
+                resync_seconds=result.resync_seconds,
+                forced_full_next=outcome.forced_full_next,
+            )
     # One line per run with wall-clock bounds, so overlapping runs would be visible (S4.1.4).
     log.info(
         "run %s uid=%s start=%.6f end=%.6f outcome=%s%s",
@@ -181,9 +198,11 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
 
 def run_rollout_evaluation(runtime: Runtime, key: ObjectKey) -> None:
     """S4.1.1: a workload changed; re-check S6.5 for this CR. No lock: it fetches nothing and
-    writes only the status, guarded by the CR's resourceVersion."""
+    writes only the status, guarded by the CR's resourceVersion; in embedded mode that write
+    is fenced on the leader Lease (S4.1.4)."""
     try:
-        result = evaluate_rollout(runtime.engine(), key.namespace, key.name, key.uid)
+        engine = runtime.engine(lambda: None)  # no lock to check: the Lease alone
+        result = evaluate_rollout(engine, key.namespace, key.name, key.uid)
     except Exception as error:  # best effort: the next reconcile re-evaluates anyway
         log.warning("rollout evaluation of %s failed: %s", key, type(error).__name__)
         return

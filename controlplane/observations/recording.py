@@ -19,6 +19,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from workers.engine.conditions import READY, SYNCED
+from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
 from workers.reporting import ReportAttempt, attempt_fields
 
@@ -59,7 +60,9 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
     outcome = result.outcome
     before = _by_type(result.conditions_before)
     after = _by_type(result.conditions_after)
-    changed = result.status_written or outcome.wrote_secret or bool(result.events_emitted)
+    # A failed run is kept as a row even when its status write and event failed too.
+    failed = outcome.requeue is Requeue.BACKOFF
+    changed = result.status_written or outcome.wrote_secret or bool(result.events_emitted) or failed
 
     tracked, _ = TrackedObject.objects.get_or_create(
         uid=result.uid, defaults={"namespace": result.namespace, "name": result.name}

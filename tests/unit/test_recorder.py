@@ -158,6 +158,21 @@ def test_a_failed_run_keeps_its_row_with_reason_message_and_backoff():
 
 
 @pytest.mark.django_db
+def test_a_failed_run_whose_status_write_and_event_failed_too_keeps_its_row():
+    """A backoff run that wrote nothing (its status write and its event failed as well) is
+    still a change: the failure is kept as a ReconcileRun row, not counted as unchanged."""
+    message = "status write failed: HTTP 503 from the apiserver"
+    record_run(_result(reason="FetchFailed", message=message, requeue=Requeue.BACKOFF), T0, 0.3)
+    [run] = ReconcileRun.objects.all()
+    assert (run.reason, run.message, run.requeue) == ("FetchFailed", message, "backoff")
+    assert (run.status_written, run.wrote_secret) == (False, False)
+    assert not EventRecord.objects.exists()
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.runs_total, tracked.runs_unchanged) == (1, 0)
+    assert tracked.last_changed_at == T0
+
+
+@pytest.mark.django_db
 def test_condition_changes_become_rows_and_message_only_changes_do_not():
     """A condition that appears, changes status or reason, or disappears is one row; one whose
     status and reason stay (its message may move) is none."""

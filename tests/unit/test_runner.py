@@ -5,6 +5,7 @@ the guard's own timing is covered by test_run_guard.py."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -75,6 +76,27 @@ class RecordingCluster:
     def create_secret(self, secret: SecretObject) -> SecretObject:
         self.writes.append(secret.name)
         return secret
+
+    def patch_hikyosecret_status(
+        self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
+    ) -> None:
+        self.writes.append(f"status {namespace}/{name}")
+
+
+class SlowFinishQueue(CountingQueue):
+    """A CountingQueue whose ``finish`` from the lock renewer (the guard abandoning the run)
+    signals ``finishing`` and then blocks until ``release``: the guard is caught mid-release."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finishing = threading.Event()
+        self.release = threading.Event()
+
+    def finish(self, lock: Lock, requeue: Requeue, **timer: Any) -> float | None:
+        if threading.current_thread().name == "lock-renewer":
+            self.finishing.set()
+            self.release.wait(5)
+        return super().finish(lock, requeue, **timer)
 
 
 def _raising(error: BaseException) -> Callable[[Any], RunResult]:
@@ -442,6 +464,68 @@ def test_a_run_ending_within_the_grace_settles_once_itself(monkeypatch):
     assert h.queue.failures(KEY) == 1 and not h.queue.holds(lock)
 
 
+def test_a_run_returning_while_the_guard_abandons_it_is_not_recorded_reported_or_logged(
+    monkeypatch, caplog
+):
+    """The guard claims the settlement (marking the run abandoned) before its slow ``finish``:
+    a run returning meanwhile must not record, queue a report or log its "run ..." line."""
+    monkeypatch.setattr(runner, "DEADLINE_SECONDS", 0.0)  # past at once
+    monkeypatch.setattr(runner, "WRITE_GRACE_SECONDS", 0.0)  # abandoned at once
+    h = Harness(monkeypatch)
+    queue = SlowFinishQueue()
+    h.queue = h.runtime.queue = queue
+
+    def body(engine):
+        assert queue.finishing.wait(5), "the guard never began releasing the key"
+        return _result(Requeue.RESYNC, status_written=True, resync_seconds=600.0)
+
+    h.fake(body)
+    with caplog.at_level(logging.INFO, logger="workers.runner"):
+        try:
+            lock, result = h.run()
+        finally:
+            queue.release.set()
+        _no_guard_left()
+
+    assert result is None and h.recorded == []
+    assert h.reports.take_due() == []
+    assert "outcome=" not in caplog.text
+    assert "abandoned at its" in caplog.text
+    assert queue.finished == [Requeue.BACKOFF]  # by the guard, once
+    assert queue.failures(KEY) == 1 and not queue.holds(lock)
+
+
+@pytest.mark.parametrize(
+    ("requeue", "extra", "settled"),
+    [
+        (Requeue.RESYNC, {"resync_seconds": 600.0}, Requeue.BACKOFF),
+        (Requeue.AFTER, {"delay": 600.0}, Requeue.BACKOFF),
+        (Requeue.NONE, {}, Requeue.NONE),
+    ],
+    ids=["resync", "after", "none"],
+)
+def test_a_run_returning_past_its_deadline_within_the_grace_backs_off(
+    monkeypatch, requeue, extra, settled
+):
+    """S4.1.4: past its deadline (the guard not yet abandoning it, within the grace) the run
+    settles itself, with backoff whatever its outcome asked for, unless that is NONE."""
+    monkeypatch.setattr(runner, "DEADLINE_SECONDS", 0.0)  # past at once
+    monkeypatch.setattr(runner, "WRITE_GRACE_SECONDS", 30.0)  # the guard does not abandon
+    h = Harness(monkeypatch)
+    h.fake(lambda engine: _result(requeue, **extra))
+    lock, result = h.run()
+    _no_guard_left()
+
+    assert result is not None and h.recorded == [result]
+    assert h.queue.finished == [settled]
+    assert not h.queue.holds(lock)
+    if settled is Requeue.BACKOFF:
+        assert h.queue.failures(KEY) == 1
+        assert h.queue.due_in(KEY) <= 5 * 1.2  # the first backoff step, not the 600 s
+    else:
+        assert h.queue.failures(KEY) == 0 and h.queue.due_in(KEY) is None
+
+
 # -- failures ---------------------------------------------------------------------------------
 
 
@@ -489,6 +573,30 @@ def test_a_bug_in_the_reconcile_backs_off_logs_the_traceback_and_does_not_escape
     assert line.exc_info is not None and "ns/app" in line.getMessage()
 
 
+@pytest.mark.parametrize("failing", ["record", "report"])
+def test_a_failing_record_or_report_still_settles_the_key(monkeypatch, failing):
+    """Whatever recording (or queueing the S7.4 report) does, the key is released and its next
+    run scheduled; it is never left locked until the TTL. The error itself may propagate."""
+    h = Harness(monkeypatch)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("recording failed")
+
+    if failing == "record":
+        h.runtime.record = broken
+    else:
+        monkeypatch.setattr(h.reports, "add", broken)
+    h.fake(lambda engine: _result(Requeue.RESYNC, status_written=True, resync_seconds=600.0))
+    lock = h.take()
+    with contextlib.suppress(RuntimeError):
+        runner.run_locked(h.runtime, lock)
+
+    assert h.queue.finished == [Requeue.RESYNC]
+    assert not h.queue.holds(lock)
+    assert h.queue.begin(KEY, "worker-b") is not None  # released, not left to expire
+    assert h.queue.failures(KEY) == 0
+
+
 def test_repeated_failures_step_the_backoff(monkeypatch):
     """S4.1.3: each failed run adds one to the per-CR count."""
     clock = Clock()
@@ -516,6 +624,34 @@ def test_a_failing_rollout_evaluation_is_one_value_free_line(monkeypatch, caplog
     assert "rollout evaluation of ns/app failed: ValueError" in caplog.text
     assert CANARY not in caplog.text
     assert h.queue.finished == []  # no lock, no queue state
+
+
+@pytest.mark.parametrize("leader", [True, False])
+def test_in_embedded_mode_the_rollout_evaluations_status_write_is_fenced_on_the_lease(
+    monkeypatch, leader
+):
+    """S4.1.4: the rollout-only evaluation takes no lock, but in embedded mode its status
+    write still needs the leader Lease: without it the write is refused unwritten."""
+    h = Harness(monkeypatch)
+    h.leader = leader
+    refused: list[str] = []
+
+    def evaluate(engine, namespace, name, uid):
+        try:
+            engine.cluster.patch_hikyosecret_status(namespace, name, {"conditions": []}, "7")
+        except FenceLost as lost:  # the engine turns it into an unwritten status
+            refused.append(lost.reason)
+            return _result(Requeue.NONE)
+        return _result(Requeue.NONE, status_written=True)
+
+    monkeypatch.setattr(runner, "evaluate_rollout", evaluate)
+    runner.run_rollout_evaluation(h.runtime, KEY)
+    if leader:
+        assert refused == [] and h.cluster.writes == ["status ns/app"]
+    else:
+        assert refused == ["this process no longer holds the leader Lease"]
+        assert h.cluster.writes == []
+    assert h.queue.finished == []  # still no lock, no queue state
 
 
 def test_rollout_evaluations_are_coalesced_per_cr():

@@ -1,1 +1,4 @@
-"""The pure reconcile engine: decisions over plain data; no Django, kubernetes client or HTTP."""
+"""The reconcile engine: pure decisions over plain data (``decide``, ``decide_answer``, ...) and
+the ``observe``/``fetch``/``apply`` phases, which reach the outside only through the ports they
+are given (``ports``); no Django, Celery, kubernetes client or HTTP library (pyproject.toml's
+import-linter contracts)."""

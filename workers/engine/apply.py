@@ -17,6 +17,7 @@ from .decide import forbidden_outcome, not_owned, release_failed
 from .decide_answer import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
 from .errors import AlreadyExists, Forbidden, KubeError
+from .force_sync import requested_value
 from .observe import access_allowed
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome, Requeue, failure
@@ -68,6 +69,7 @@ def apply(
     applied = Applied(outcome, list(stored.get("conditions") or []))
     if outcome.write_status and observed.cr is not None:
         outcome.conditions = {**dict.fromkeys(plan.passed), **outcome.conditions}
+        outcome.forced_sync = requested_value(observed.cr)  # handled once it is recorded
         applied = _write_status(cluster, observed, outcome, settings, now)
     for event in applied.outcome.events:
         try:

@@ -14,6 +14,7 @@ from .binding import binding_digest, cursor_to_present
 from .conditions import CONFLICT, DELIVERY, DESIGNATION, UNRECONCILED, Condition
 from .credentials import Credential, account_refusal, from_secret, from_token
 from .durations import DEFAULT_RESYNC_SECONDS
+from .force_sync import requested_value
 from .foreign_owner import judge_owner
 from .loader_control import is_protected, precheck
 from .messages import key_list
@@ -38,11 +39,12 @@ class _Steps:
     def __init__(self, observed: Observed) -> None:
         self.observed = observed
         self.passed: list[str] = [UNRECONCILED]
+        self.step = "R0"  # the S4.2 step being decided
 
     def stop(self, outcome: Outcome, **plan: Any) -> Stop:
         if outcome.write_status:
             outcome.conditions = {**dict.fromkeys(self.passed), **outcome.conditions}
-        return Stop(Plan(outcome=outcome, passed=tuple(self.passed), **plan))
+        return Stop(Plan(outcome=outcome, passed=tuple(self.passed), step=self.step, **plan))
 
     def need(self, read: Read) -> Stop | Needs:
         """The read a step needs; S4.15 when that read was the one answered 403."""
@@ -55,53 +57,69 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     steps = _Steps(observed)
     cr = observed.cr
     if cr is None:  # R0
-        return Stop(Plan(outcome=stop_quietly("Gone")))
+        return Stop(Plan(outcome=stop_quietly("Gone"), step="R0"))
     if observed.namespace == settings.operator_namespace:  # S8.5
         return Stop(
-            Plan(outcome=stop_quietly("OperatorNamespace", "HikyoSecrets here are ignored"))
+            Plan(
+                outcome=stop_quietly("OperatorNamespace", "HikyoSecrets here are ignored"),
+                step="R0",
+            )
         )
     foreign = _foreign_owner(steps, settings, now)  # R0, S4.1.7
     if foreign is not None:
         return foreign
-    if observed.metadata.get("deletionTimestamp"):  # R1
+    steps.step = "R1"
+    if observed.metadata.get("deletionTimestamp"):
         return _finalize(steps)
-    finalizer = _finalizer_policy(steps)  # R2
+    steps.step = "R2"
+    finalizer = _finalizer_policy(steps)
     if finalizer is not None:
         return finalizer
-    try:  # R3
+    steps.step = "R3"
+    try:
         spec = parse_spec(cr)
     except SpecInvalid as error:  # S1.3.9, S4.16
         return steps.stop(failure(str(error)))
-    if spec.target_type != OPAQUE and not settings.native_secret_types:  # R4, S4.7.6
+    steps.step = "R4"
+    if spec.target_type != OPAQUE and not settings.native_secret_types:  # S4.7.6
         return steps.stop(native_types_disabled(spec))
-    instance = observed.instance  # R5
+    steps.step = "R5"
+    instance = observed.instance
     if instance is UNREAD:
         return steps.need(Read.INSTANCE)
     if instance is None:
         return steps.stop(failure(f"HikyoInstance {spec.instance_name} not found"))
-    credential = _credential(steps, spec, instance, settings)  # R6
+    steps.step = "R6"
+    credential = _credential(steps, spec, instance, settings)
     if not isinstance(credential, Credential):
         return credential
     steps.passed.append(DESIGNATION)
-    claimed = _target_claim(steps, spec)  # R7
+    steps.step = "R7"
+    claimed = _target_claim(steps, spec)
     if claimed is not None:
         return claimed
-    target = observed.target  # R8
+    steps.step = "R8"
+    target = observed.target
     if target is UNREAD:
         return steps.need(Read.TARGET)
     owned = _ownership(steps, spec, target)  # R8, R9
     if owned is not None:
         return owned
     steps.passed.append(CONFLICT)
-    mapping = _mapping_problem(spec)  # R10, R11
+    steps.step = "R10"
+    mapping = _mapping_problem(spec)
     if mapping is not None:
+        if mapping.reason != "KeysMissing":
+            steps.step = "R11"
         return steps.stop(mapping)
-    root = _stamp_root(steps, settings)  # R12
+    steps.step = "R12"
+    root = _stamp_root(steps, settings)
     if not isinstance(root, bytes):
         return root
     instance_uid = instance["metadata"]["uid"]
     key = target_key(root, instance_uid, spec.uid, spec.target_name)
-    binding = binding_digest(spec, credential.identity, instance_uid)  # R13
+    steps.step = "R13"
+    binding = binding_digest(spec, credential.identity, instance_uid)
     pending = observed.not_found
     if pending is UNREAD:
         return steps.need(Read.NOT_FOUND)
@@ -116,15 +134,17 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
         stored_stamp=observed.status.get("stamp"),
         binding=binding,
         stored_binding=observed.status.get("cursorBinding"),
-        forced_full=observed.forced_full or pending is not None,
+        forced_full=observed.forced_full or pending is not None or requested_value(cr) is not None,
     )
-    if observed.server is UNREAD:  # R14
+    steps.step = "R14"
+    if observed.server is UNREAD:
         return steps.need(Read.SERVER)
     if observed.server is None:
         return steps.stop(
             failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}")
         )
-    if settings.trigger_rollouts and observed.workloads is UNREAD:  # for S4.9 step 2, S6.5
+    if settings.trigger_rollouts and observed.workloads is UNREAD:
+        steps.step = "R16"  # read now for S4.9 step 2 and S6.5
         return steps.need(Read.WORKLOADS)
     return FetchPlan(
         spec=spec,
@@ -173,7 +193,7 @@ def _foreign_owner(steps: _Steps, settings: OperatorSettings, now: Now) -> Decis
     # No watch event comes when that operator stops (a healthy owner writes nothing): look
     # again by the time its Lease would go stale, else the CR is never taken over.
     outcome.requeue, outcome.delay = Requeue.AFTER, verdict.recheck_after
-    return Stop(Plan(outcome=outcome))
+    return Stop(Plan(outcome=outcome, step="R0"))
 
 
 # -- R1, R2: the finalizer --------------------------------------------------------------------
@@ -192,14 +212,14 @@ def _finalize(steps: _Steps) -> Stop:
     observed = steps.observed
     finalizers = _finalizers(observed)
     if ORPHAN_FINALIZER not in finalizers:
-        return Stop(Plan(outcome=stop_quietly("Deleting")))
+        return Stop(Plan(outcome=stop_quietly("Deleting"), step="R1"))
     target_name = _target_name(observed)
     outcome = stop_quietly("Finalized", f"Secret {target_name} left in place, unowned")
     release = SecretAction(
         "release", observed.namespace, target_name, observed.metadata.get("uid", "")
     )
     kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
-    return Stop(Plan(outcome=outcome, secret=release, finalizers=kept))
+    return Stop(Plan(outcome=outcome, secret=release, finalizers=kept, step="R1"))
 
 
 def release_failed(target_name: str, error: str) -> Outcome:
@@ -214,12 +234,11 @@ def _finalizer_policy(steps: _Steps) -> Stop | None:
     target = ((observed.cr or {}).get("spec") or {}).get("target") or {}
     policy = target.get("creationPolicy", "Owner")
     if policy == "Orphan" and ORPHAN_FINALIZER not in finalizers:
-        return Stop(
-            Plan(outcome=_rerun("FinalizerAdded"), finalizers=[*finalizers, ORPHAN_FINALIZER])
-        )
+        added = [*finalizers, ORPHAN_FINALIZER]
+        return Stop(Plan(outcome=_rerun("FinalizerAdded"), finalizers=added, step="R2"))
     if policy != "Orphan" and ORPHAN_FINALIZER in finalizers:
         kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
-        return Stop(Plan(outcome=_rerun("FinalizerRemoved"), finalizers=kept))
+        return Stop(Plan(outcome=_rerun("FinalizerRemoved"), finalizers=kept, step="R2"))
     return None
 
 
@@ -300,6 +319,7 @@ def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> 
     if not target.controlled_by(spec.uid):
         return steps.stop(not_owned(spec.target_name))
     if target.type != spec.target_type:
+        steps.step = "R9"
         return steps.stop(
             refusal(
                 Condition(

@@ -48,6 +48,7 @@ def decide_after_fetch(
     plan = _answer(observed, fetch, attempt, settings, now)
     plan.store[:0] = fetch.store
     plan.passed = fetch.passed
+    plan.step = "R15" if attempt.gate is not None else "R16"
     if plan.outcome.write_status:
         plan.outcome.conditions = {**dict.fromkeys(fetch.passed), **plan.outcome.conditions}
     return plan

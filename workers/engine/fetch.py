@@ -24,6 +24,7 @@ def fetch(
     now: Now,
     *,
     sleep: Callable[[float], None],
+    timer: Callable[[], float],
 ) -> FetchAttempt:
     instance_uid = plan.instance_uid
     paused = pause_left(store, instance_uid, now.wall)
@@ -40,6 +41,7 @@ def fetch(
     server = observed.server
     assert server is not None and server is not UNREAD  # R14 passed
     spec = plan.spec
+    started = timer()
     result = server.fetch(
         Scope(spec.org, spec.project, spec.environment),
         token=plan.token,
@@ -49,4 +51,4 @@ def fetch(
     )
     no_answer = result.outcome is FetchOutcome.FAILED and result.status is None
     note_answer(store, instance_uid, result.detail if no_answer else None)
-    return FetchAttempt(result=result)
+    return FetchAttempt(result=result, seconds=timer() - started)

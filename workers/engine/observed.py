@@ -49,7 +49,8 @@ class Observed:
     namespace: str
     name: str
     forced_full: bool = False
-    cr: dict[str, Any] | None = None  # None: gone, or replaced since it was queued (R0)
+    # None: gone, or replaced since it was queued (R0). Out of repr: its status holds the cursor.
+    cr: dict[str, Any] | None = field(default=None, repr=False)
     lease: LeaseRecord | _Unread | None = UNREAD  # S4.1.7
     lease_readable: bool = True
     instance: dict[str, Any] | _Unread | None = UNREAD  # R5
@@ -57,11 +58,11 @@ class Observed:
     service_account: dict[str, Any] | _Unread | None = UNREAD  # R6
     token: str | _Unread | None = field(default=UNREAD, repr=False)  # R6 TokenRequest
     token_error: str = ""
-    claimants: list[dict[str, Any]] | _Unread = UNREAD  # R7
+    claimants: list[dict[str, Any]] | _Unread = field(default=UNREAD, repr=False)  # R7 (CRs)
     target: SecretObject | _Unread | None = UNREAD  # R8
     stamp_root: SecretObject | _Unread | None = UNREAD  # R12
     fresh_root: bytes = field(default=b"", repr=False)  # R12: the root to create if allowed
-    reach: list[dict[str, Any]] | _Unread = UNREAD  # R12, S6.3
+    reach: list[dict[str, Any]] | _Unread = field(default=UNREAD, repr=False)  # R12, S6.3
     not_found: tuple[str, float] | _Unread | None = UNREAD  # R13, S4.10.0
     server: HikyoServer | _Unread | None = field(default=UNREAD, repr=False, compare=False)
     server_error: str = ""  # R14

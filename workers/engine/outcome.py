@@ -35,12 +35,13 @@ class Outcome:
     delay: float | None = None
     lifecycle: str | None = None  # None keeps the stored lifecycle
     conditions: dict[str, Condition | None] = field(default_factory=dict)
-    status: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict, repr=False)  # may hold the cursor
     events: list[Event] = field(default_factory=list)
     write_status: bool = True  # False: stop without any write (R0, terminating namespace)
     forced_full_next: bool = False  # withhold the cursor on the next run (S4.10.0)
     fetched: bool = False
     wrote_secret: bool = False
+    forced_sync: str | None = None  # the hikyo.dev/force-sync value this run handles
 
     def clearing_cursor(self) -> Outcome:
         for name in CURSOR_FIELDS:

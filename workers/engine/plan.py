@@ -106,6 +106,7 @@ class Plan:
     rollout: RolloutPlan | None = None
     store: list[StoreNote] = field(default_factory=list)
     passed: tuple[str, ...] = ()  # condition types the passed steps remove (S5.4)
+    step: str = ""  # the S4.2 step that decided ("R0" ... "R16")
 
 
 @dataclass(frozen=True)
@@ -146,3 +147,4 @@ class FetchAttempt:
     result: FetchResult | None = None
     gate: Gate | None = None
     wait: float = 0.0
+    seconds: float = 0.0  # how long the fetch took (S8.6 fetch duration)

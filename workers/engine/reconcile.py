@@ -42,6 +42,7 @@ class Engine:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     wall_seconds: Callable[[], float] = field(default=time.time)
     sleep: Callable[[float], None] = field(default=time.sleep)
+    timer: Callable[[], float] = field(default=time.monotonic)
 
     def now(self) -> Now:
         return Now(self.clock(), self.wall_seconds())
@@ -61,6 +62,10 @@ class RunResult:
     status_written: bool = False
     events_emitted: list[Event] = field(default_factory=list)
     resync_seconds: float = DEFAULT_RESYNC_SECONDS  # the CR's resyncInterval, when parsed
+    step: str = ""  # the S4.2 step that decided (R0 ... R16)
+    instance: str = ""  # the HikyoInstance fetched from, when the run fetched
+    fetch_seconds: float | None = None  # how long the fetch took, when the run fetched
+    fetch_status: int | None = None  # the fetch's HTTP status, None without an answer
 
 
 def reconcile(
@@ -80,10 +85,12 @@ def reconcile(
     )  # R0-R14 reads, in step order
     decision = decide_before_fetch(observed, settings, now)  # R0-R14
     if isinstance(decision, FetchPlan):
-        attempt = fetch(observed, decision, store, settings, now, sleep=engine.sleep)  # R15
+        attempt = fetch(  # R15
+            observed, decision, store, settings, now, sleep=engine.sleep, timer=engine.timer
+        )
         plan = decide_after_fetch(observed, attempt, settings, now)  # R16
     else:
-        plan = decision.plan
+        attempt, plan = None, decision.plan
     if plan.outcome.reason == "ForeignOwner":  # S4.1.7
         owner = observed.status.get("operatorNamespace")
         log.warning(
@@ -93,7 +100,11 @@ def reconcile(
             owner,
         )
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
-    return _result(observed, applied)
+    result = _result(observed, applied, plan.step)
+    if attempt is not None and attempt.result is not None:
+        result.instance = decision.spec.instance_name
+        result.fetch_seconds, result.fetch_status = attempt.seconds, attempt.result.status
+    return result
 
 
 def evaluate_rollout(
@@ -129,9 +140,9 @@ def _stored_conditions(observed: Observed) -> list[dict[str, Any]]:
     return list(observed.status.get("conditions") or [])
 
 
-def _result(observed: Observed, applied: Applied) -> RunResult:
+def _result(observed: Observed, applied: Applied, step: str = "") -> RunResult:
     if observed.cr is None:
-        return RunResult(applied.outcome, observed.namespace, observed.name)
+        return RunResult(applied.outcome, observed.namespace, observed.name, step=step)
     metadata = observed.metadata
     return RunResult(
         outcome=applied.outcome,
@@ -144,4 +155,5 @@ def _result(observed: Observed, applied: Applied) -> RunResult:
         status_written=applied.status_written,
         events_emitted=applied.events_emitted,
         resync_seconds=resync_seconds_of(observed.cr),
+        step=step,
     )

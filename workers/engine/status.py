@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .conditions import merge_conditions
+from .force_sync import handled_record
 from .outcome import Outcome
 
 _CONDITION_FIELDS = ("type", "status", "reason", "message", "observedGeneration")
@@ -34,6 +35,13 @@ def desired_status(
         generation=generation,
         now=now,
     )
+    if outcome.forced_sync:
+        status["lastForcedSync"] = handled_record(
+            outcome.forced_sync,
+            outcome.reason,
+            fetched=outcome.fetched,
+            wrote_secret=outcome.wrote_secret,
+        )
     status["observedGeneration"] = generation
     status["operatorNamespace"] = operator_namespace  # S4.1.7
     return status

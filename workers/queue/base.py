@@ -197,7 +197,7 @@ class KeyedQueue(CoordinationStore, Protocol):
         ...
 
     def depth(self) -> int:
-        """Waiting keys (the queue_depth metric)."""
+        """How many keys are waiting (reported on /readyz while the S8.7 check holds them)."""
         ...
 
     def mark_generation(self) -> bool:
