@@ -59,11 +59,12 @@ from tests.unit.decide_fixtures import (
     typed_cr,
     with_status,
 )
-from workers.engine.decide import ORPHAN_FINALIZER, forbidden_outcome
+from workers.engine.decide import ORPHAN_FINALIZER
 from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.outcome import Requeue
 from workers.engine.plan import FetchPlan, Read, StoreNote
 from workers.engine.ports import LeaseRecord, SecretObject
+from workers.engine.refusals import forbidden_outcome
 
 # -- assertion helpers --------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from .decide import forbidden_outcome, not_owned, release_failed
 from .decide_answer import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
 from .errors import AlreadyExists, Forbidden, KubeError
@@ -24,6 +23,7 @@ from .outcome import Outcome, Requeue, failure
 from .pacing import pause_instance
 from .plan import Now, Plan, RolloutPlan, StoreNote
 from .ports import Cluster, CoordinationStore, Event, SecretObject
+from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
 from .secret_writes import NotOwned, SecretWriter, WriteFailed
 from .settings import OperatorSettings

@@ -19,10 +19,11 @@ from .foreign_owner import judge_owner
 from .loader_control import is_protected, precheck
 from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
-from .observed import UNREAD, ForbiddenRead, Observed
-from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
+from .observed import UNREAD, Observed
+from .outcome import Outcome, Requeue, failure, refusal, stop_quietly
 from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNote
 from .ports import SecretObject
+from .refusals import forbidden_outcome, not_owned
 from .settings import OperatorSettings
 from .spec import SecretSpec, SpecInvalid, parse_spec
 from .stamp import STAMP_ROOT_BYTES, compute_stamp, target_key
@@ -222,12 +223,6 @@ def _finalize(steps: _Steps) -> Stop:
     return Stop(Plan(outcome=outcome, secret=release, finalizers=kept, step="R1"))
 
 
-def release_failed(target_name: str, error: str) -> Outcome:
-    outcome = failure(f"cannot release Secret {target_name} before deletion: {error}")
-    outcome.write_status = False
-    return outcome
-
-
 def _finalizer_policy(steps: _Steps) -> Stop | None:
     observed = steps.observed
     finalizers = _finalizers(observed)
@@ -334,18 +329,6 @@ def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> 
     return None
 
 
-def not_owned(target_name: str) -> Outcome:
-    return refusal(
-        Condition(
-            CONFLICT,
-            "True",
-            "ManagedSecretNotOwned",
-            f"Secret {target_name} exists and is not managed by this HikyoSecret; the operator "
-            "never adopts a Secret: delete or rename it, or choose another target.name",
-        )
-    )
-
-
 def _mapping_problem(spec: SecretSpec) -> Outcome | None:
     if spec.target_type != OPAQUE:  # R10
         lacking = unmapped_required(spec.target_type, [e.secret_key for e in spec.mapping])
@@ -401,29 +384,3 @@ def _stamp_root(steps: _Steps, settings: OperatorSettings) -> bytes | Decision:
             )
         )
     return root
-
-
-# -- S4.15 --------------------------------------------------------------------------------------
-
-
-def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:
-    """S4.15: a 403 from any Kubernetes call made for the CR (not the TokenRequest, S2.4)."""
-    if forbidden.namespace_terminating:
-        return stop_quietly("NamespaceTerminating")
-    if forbidden.allowed:
-        return failure(
-            f"forbidden by admission or quota: {forbidden.resource} {forbidden.verb}",
-            clear_cursor=True,
-        )
-    message = (
-        f"the operator may not {forbidden.verb} {forbidden.resource} in namespace {namespace}: "
-        "bind the operator to this namespace (Helm operator.namespaces)"
-    )
-    return Outcome(
-        reason="NamespaceNotBound",
-        message=message,
-        requeue=Requeue.BACKOFF,
-        lifecycle="Unreconciled",
-        conditions={UNRECONCILED: Condition(UNRECONCILED, "True", "NamespaceNotBound", message)},
-        events=[Event("Warning", "NamespaceNotBound", message)],
-    ).clearing_cursor()

@@ -1,0 +1,50 @@
+"""Outcomes more than one phase decides: a Secret that is not this CR's (R8, and S4.8.3 when it
+changes hands between the read and the write), a 403 (S4.15, on a read or a write), and a
+release that failed before deletion (R1, S4.14.3)."""
+
+from __future__ import annotations
+
+from .conditions import CONFLICT, UNRECONCILED, Condition
+from .observed import ForbiddenRead
+from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
+
+
+def not_owned(target_name: str) -> Outcome:
+    return refusal(
+        Condition(
+            CONFLICT,
+            "True",
+            "ManagedSecretNotOwned",
+            f"Secret {target_name} exists and is not managed by this HikyoSecret; the operator "
+            "never adopts a Secret: delete or rename it, or choose another target.name",
+        )
+    )
+
+
+def release_failed(target_name: str, error: str) -> Outcome:
+    outcome = failure(f"cannot release Secret {target_name} before deletion: {error}")
+    outcome.write_status = False
+    return outcome
+
+
+def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:
+    """S4.15: a 403 from any Kubernetes call made for the CR (not the TokenRequest, S2.4)."""
+    if forbidden.namespace_terminating:
+        return stop_quietly("NamespaceTerminating")
+    if forbidden.allowed:
+        return failure(
+            f"forbidden by admission or quota: {forbidden.resource} {forbidden.verb}",
+            clear_cursor=True,
+        )
+    message = (
+        f"the operator may not {forbidden.verb} {forbidden.resource} in namespace {namespace}: "
+        "bind the operator to this namespace (Helm operator.namespaces)"
+    )
+    return Outcome(
+        reason="NamespaceNotBound",
+        message=message,
+        requeue=Requeue.BACKOFF,
+        lifecycle="Unreconciled",
+        conditions={UNRECONCILED: Condition(UNRECONCILED, "True", "NamespaceNotBound", message)},
+        events=[Event("Warning", "NamespaceNotBound", message)],
+    ).clearing_cursor()
