@@ -57,7 +57,7 @@ from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.plan import FetchAttempt, FetchPlan, Gate, Plan, Stop
 from workers.engine.ports import SecretObject
 
-SPEC = Path(__file__).parents[3] / "shared" / "spec" / "operator-spec.md"
+SPEC = Path(__file__).parents[2] / "docs" / "operator-spec.md"  # the spec, kept in the repo
 HERE = Path(__file__).parent
 
 

@@ -124,15 +124,13 @@ def ready_condition(
     conditions: Mapping[str, Mapping[str, Any]], lifecycle: str | None
 ) -> Condition:
     """S5.2 over the conditions as they will be stored; the message names the first blocker."""
-    blocker = _first_blocker(conditions, lifecycle)
+    blocker = first_blocker(conditions, lifecycle)
     if blocker is None:
         return Condition(READY, "True", "Reconciled", "delivered and current")
     return Condition(READY, "False", "Blocked", f"not ready: {blocker}")
 
 
-def _first_blocker(
-    conditions: Mapping[str, Mapping[str, Any]], lifecycle: str | None
-) -> str | None:
+def first_blocker(conditions: Mapping[str, Mapping[str, Any]], lifecycle: str | None) -> str | None:
     def held(type_: str, status: str) -> Mapping[str, Any] | None:
         found = conditions.get(type_)
         return found if found and found.get("status") == status else None
