@@ -1,0 +1,118 @@
+"""``manage.py explain NAMESPACE/NAME [--fetch]``: why a HikyoSecret is (not) delivered.
+
+Runs a reconcile's reads and decisions without its writes: ``observe`` (reads only, in S4.2
+order) and ``decide_before_fetch`` (R0-R14); with ``--fetch`` also one cursor-less fetch (R15)
+and ``decide_after_fetch`` (R16). ``apply`` is never called, and the cluster it is given
+refuses every write method of the port besides. The only create a run may make is the
+TokenRequest of a ServiceAccount credential (R6), which leaves no object behind.
+
+Prints each step passed, the one that stops, the outcome and what to do (the remediation texts
+of ``workers.engine.remediation``). Never a value, token, cursor or stamp.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
+from urllib3.exceptions import HTTPError
+
+from k8s.errors import KubeError, describe
+from workers.engine.decide import decide_before_fetch
+from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.explain import explain
+from workers.engine.fetch import fetch as fetch_once
+from workers.engine.observe import observe
+from workers.engine.plan import FetchPlan, Needs
+from workers.engine.ports import write_methods
+from workers.runtime import build_engine
+
+
+class ReadOnlyCluster:
+    """The Cluster port with every write method refused: explain cannot write by mistake."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+        self._writes = write_methods()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._writes:
+            raise AttributeError(f"explain never writes ({name} refused)")
+        return getattr(self._cluster, name)
+
+
+def split_target(target: str) -> tuple[str, str]:
+    namespace, _, name = target.partition("/")
+    if not namespace or not name or "/" in name:
+        raise CommandError(f"give the HikyoSecret as NAMESPACE/NAME, not {target!r}")
+    return namespace, name
+
+
+class Command(BaseCommand):
+    help = (
+        "Explain one HikyoSecret: the S4.2 steps it passes, the one that stops, why, and what "
+        "to do. Writes nothing."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("target", help="NAMESPACE/NAME of the HikyoSecret")
+        parser.add_argument(
+            "--fetch",
+            action="store_true",
+            help="also make one cursor-less fetch and explain the answer (still writes nothing)",
+        )
+
+    def handle(self, *args: Any, target: str, fetch: bool, **options: Any) -> None:
+        namespace, name = split_target(target)
+        operator_settings = settings.HIKYO_OPERATOR
+        try:
+            engine = build_engine(operator_settings, kubeconfig=settings.KUBECONFIG)
+        except ValueError as error:  # no operator namespace
+            raise CommandError(str(error)) from error
+        except (ConfigException, OSError) as error:
+            raise CommandError(f"cannot load the kubeconfig: {type(error).__name__}") from error
+        cluster = ReadOnlyCluster(engine.cluster)
+        now = engine.now()
+        try:
+            observed = observe(
+                cluster,
+                engine.store,
+                operator_settings,
+                engine.client_for,
+                namespace,
+                name,
+                None,
+                forced_full=fetch,  # --fetch: the one fetch it makes is cursor-less
+                now=now,
+            )
+        except KubeError as error:
+            raise CommandError(f"cannot read from the cluster: {describe(error)}") from error
+        except ApiException as error:  # a body could echo the request: the status only
+            raise CommandError(f"cannot read from the cluster: HTTP {error.status}") from error
+        except (HTTPError, OSError) as error:
+            raise CommandError(f"cannot reach the cluster: {type(error).__name__}") from error
+        if observed.cr is None:
+            raise CommandError(f"HikyoSecret {namespace}/{name} not found")
+        decision = decide_before_fetch(observed, operator_settings, now)
+        if isinstance(decision, Needs):  # observe reads until the steps stop or plan a fetch
+            raise CommandError(f"explain could not decide {namespace}/{name}: {decision.read}")
+        attempt = plan = None
+        if fetch and isinstance(decision, FetchPlan):
+            attempt = fetch_once(
+                observed,
+                decision,
+                engine.store,
+                operator_settings,
+                now,
+                sleep=time.sleep,
+                timer=time.monotonic,
+            )
+            plan = decide_after_fetch(observed, attempt, operator_settings, now)
+        for line in explain(observed, decision, now, attempt=attempt, plan=plan):
+            self.stdout.write(line)
+        if fetch and not isinstance(decision, FetchPlan):
+            self.stdout.write("(--fetch: no fetch made, a step before the fetch stops)")

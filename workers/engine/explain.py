@@ -1,0 +1,433 @@
+"""What ``manage.py explain`` prints: the S4.2 steps a reconcile passed, the one that stopped,
+why, and what to do about it. Pure: from an ``Observed`` record and the decision (``Stop`` or
+``FetchPlan``, and after ``--fetch`` the ``FetchAttempt`` and the R16 ``Plan``).
+
+Only names, reasons and messages are printed: never a value, token, cursor or stamp (S0.4,
+S5.6). The Observed and plan reprs hide those already; this module reads no field that holds
+one except to ask whether it is there (the stored cursor, the stamp root).
+
+``blocking_condition`` is the Ready rule's first blocker (S5.2) over a stored status, for
+``manage.py status``: the same function ``ready_condition`` uses, not a copy of its order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .conditions import READY, Condition, first_blocker, merge_conditions
+from .decide_answer import now_text
+from .loader_control import unacknowledged_delivered
+from .native_types import OPAQUE
+from .observed import UNREAD, Observed
+from .outcome import Outcome
+from .plan import FetchAttempt, FetchPlan, Now, Plan, Stop
+from .ports import SecretObject
+from .remediation import (
+    acknowledgement_context,
+    message_context,
+    remediation,
+    spec_context,
+)
+from .spec import SpecInvalid, parse_spec
+
+# The S4.2 table's steps, named after its "Action" column.
+STEPS: dict[str, str] = {
+    "R0": "the HikyoSecret",
+    "R1": "deletion (finalize)",
+    "R2": "finalizer for the creationPolicy",
+    "R3": "resyncInterval and spec checks",
+    "R4": "typed target and native Secret types",
+    "R5": "the HikyoInstance",
+    "R6": "credential and designation",
+    "R7": "other HikyoSecrets naming the same target",
+    "R8": "the target Secret is controlled, never adopted",
+    "R9": "the target's type",
+    "R10": "required destinations of a typed target",
+    "R11": "loader-control pre-check",
+    "R12": "the stamp root",
+    "R13": "cursor eligibility",
+    "R14": "the Hikyo client",
+    "R15": "token, then the fetch",
+    "R16": "the answer",
+}
+ORDER = tuple(STEPS)
+
+# Outcomes after which nothing is wrong: the step "decides" without stopping anything.
+FINE = frozenset({"Delivered", "Current", "FinalizerAdded", "FinalizerRemoved"})
+
+
+def explain(
+    observed: Observed,
+    decision: Stop | FetchPlan,
+    now: Now,
+    *,
+    attempt: FetchAttempt | None = None,
+    plan: Plan | None = None,
+) -> list[str]:
+    """The lines ``explain`` prints. ``attempt`` and ``plan`` come with ``--fetch`` (R15, R16);
+    without them a ``FetchPlan`` is explained up to R14, the fetch named as the next step."""
+    lines = [f"HikyoSecret {observed.namespace}/{observed.name}"]
+    if observed.cr is None:
+        lines.append("  not found (R0): nothing to explain")
+        return lines
+    if isinstance(decision, Stop):
+        plan, step = decision.plan, decision.plan.step or "R0"
+    elif plan is not None:
+        step = plan.step or "R16"
+    else:
+        step = "R15"
+    passed = [s for s in ORDER[: ORDER.index(step)] if not (s == "R15" and attempt is None)]
+    details = _Details(observed, decision if isinstance(decision, FetchPlan) else None, attempt)
+    for name in passed:
+        lines.append(f"  ok    {name:<4} {STEPS[name]}: {details.of(name)}")
+    if plan is None:  # R1-R14 passed, the fetch is next
+        assert isinstance(decision, FetchPlan)
+        full = "a cursor-less (full)" if decision.cursor is None else "a conditional (cursor)"
+        lines.append(f"  next  R15  {STEPS['R15']}: {full} fetch would be made now")
+        lines.append(
+            "  Every step before the fetch passes. Run with --fetch to make one cursor-less "
+            "fetch and see what the answer would do (still writing nothing)."
+        )
+        return lines
+    if step == "R16" and isinstance(decision, Stop):
+        lines.append(f"  --    R15  {STEPS['R15']}: not reached (stopped reading the workloads)")
+    mark = "done" if plan.outcome.reason in FINE else "STOP"
+    detail = f": {details.of('R15')}" if step == "R15" else ""
+    lines.append(f"  {mark:<5} {step:<4} {STEPS[step]}{detail}")
+    lines.extend(_outcome_lines(observed, plan, step, now, attempt))
+    return lines
+
+
+def _outcome_lines(
+    observed: Observed, plan: Plan, step: str, now: Now, attempt: FetchAttempt | None
+) -> list[str]:
+    outcome = plan.outcome
+    main = _main_condition(outcome)
+    lines = []
+    if main is not None:
+        lines.append(f"outcome: {main.type}={main.status}/{main.reason}")
+        lines.append(f"  message: {main.message}")
+    else:
+        lines.append(f"outcome: {outcome.reason} (sets no condition)")
+        if outcome.message:
+            lines.append(f"  message: {outcome.message}")
+    others = [
+        c
+        for c in outcome.conditions.values()
+        if c is not None and c is not main and c.type != READY
+    ]
+    for other in others:
+        lines.append(f"  also: {other.type}={other.status}/{other.reason}: {other.message}")
+    lifecycle = outcome.lifecycle or observed.status.get("lifecycle") or "unset"
+    lines.append(f"  lifecycle: {lifecycle}; next run: {_next(outcome)}")
+    if outcome.write_status:
+        ready = _ready_after(observed, outcome, now)
+        lines.append(f"  Ready would be: {ready['status']}/{ready['reason']} ({ready['message']})")
+    lines.append(f"  a reconcile would write: {_writes(plan, observed)}")
+    lines.append("  (explain wrote nothing)")
+    context = remediation_context(observed, main, step, attempt)
+    lines.append(f"remediation: {remediation(main.reason if main else outcome.reason, context)}")
+    for other in others:
+        if other.reason in FINE:
+            continue
+        lines.append(
+            f"  for {other.type}/{other.reason}: "
+            f"{remediation(other.reason, remediation_context(observed, other, step, attempt))}"
+        )
+    return lines
+
+
+def _main_condition(outcome: Outcome) -> Condition | None:
+    conditions = [c for c in outcome.conditions.values() if c is not None]
+    for condition in conditions:
+        if condition.reason == outcome.reason:
+            return condition
+    return conditions[0] if conditions else None
+
+
+def _next(outcome: Outcome) -> str:
+    if outcome.delay is not None:
+        return f"{outcome.requeue.value} ({outcome.delay:.1f} s)"
+    return outcome.requeue.value
+
+
+def _ready_after(observed: Observed, outcome: Outcome, now: Now) -> dict[str, Any]:
+    """S5.2 as the status write would recompute it: the stored conditions with this run's
+    changes, so a stale blocker the run did not reach still shows."""
+    merged = merge_conditions(
+        list(observed.status.get("conditions") or []),
+        outcome.conditions,
+        lifecycle=outcome.lifecycle or observed.status.get("lifecycle"),
+        generation=int(observed.metadata.get("generation") or 0),
+        now=now_text(now.at),
+    )
+    return next(c for c in merged if c["type"] == READY)
+
+
+def _writes(plan: Plan, observed: Observed) -> str:
+    writes = []
+    if plan.finalizers is not None:
+        writes.append("the HikyoSecret's finalizers")
+    if plan.stamp_root is not None:
+        writes.append("the stamp root Secret (created)")
+    action = plan.secret
+    if action is not None:
+        if action.kind == "converge":
+            verb = "create" if action.target is None else "update"
+            writes.append(f"{verb} Secret {action.name} ({len(action.data)} keys)")
+        elif action.kind == "empty":
+            writes.append(f"empty Secret {action.name}")
+        elif action.kind == "delete":
+            writes.append(f"delete Secret {action.name}")
+        else:
+            writes.append(f"release Secret {action.name} (drop this HikyoSecret's ownerReference)")
+    if plan.rollout is not None and plan.rollout.patches:
+        refs = ", ".join(w.ref for w in plan.rollout.patches)
+        writes.append(f"restart stamps on {refs}")
+    if plan.outcome.write_status:
+        writes.append("the status (only if it changed)")
+    for event in plan.outcome.events:
+        writes.append(f"event {event.type}/{event.reason}")
+    return "; ".join(writes) if writes else "nothing"
+
+
+def remediation_context(
+    observed: Observed,
+    condition: Condition | None,
+    step: str,
+    attempt: FetchAttempt | None = None,
+) -> dict[str, str]:
+    """Names for the remediation text: from the spec, the objects read (names and labels
+    only), and the condition's message."""
+    context = spec_context(observed.cr)
+    context["step"] = step
+    credential = _credential_labels(observed)
+    labelled = credential.get("hikyo.dev/instance")
+    if labelled:
+        context["labelled_instance"] = labelled
+    if isinstance(observed.target, SecretObject):
+        context["existing_type"] = observed.target.type
+    if observed.forbidden is not None:
+        context |= {"verb": observed.forbidden.verb, "resource": observed.forbidden.resource}
+    if condition is not None:
+        context |= message_context(condition.reason, condition.message)
+        if condition.reason == "LoaderControlUnacknowledged" and step == "R16":
+            delivered = _delivered_names(attempt)
+            if delivered is not None:  # S4.6.3: what is acknowledged now, plus what came
+                acknowledged = _acknowledged(observed)
+                missing = unacknowledged_delivered(delivered, acknowledged)
+                context |= acknowledgement_context([*acknowledged, *missing])
+    return context
+
+
+def _delivered_names(attempt: FetchAttempt | None) -> list[str] | None:
+    """The key names of the answer (names only, S5.6)."""
+    if attempt is None or attempt.result is None or attempt.result.delivery is None:
+        return None
+    return [key.name for key in attempt.result.delivery.keys if key.carried]
+
+
+def _acknowledged(observed: Observed) -> list[str]:
+    spec = ((observed.cr or {}).get("spec")) or {}
+    return [str(n) for n in spec.get("acknowledgedLoaderKeys") or []]
+
+
+def _credential_labels(observed: Observed) -> Mapping[str, str]:
+    if isinstance(observed.credential_secret, SecretObject):
+        return observed.credential_secret.labels
+    account = observed.service_account
+    if isinstance(account, dict):
+        return (account.get("metadata") or {}).get("labels") or {}
+    return {}
+
+
+@dataclass
+class _Details:
+    """One line of detail per passed step, from what was read (names only)."""
+
+    observed: Observed
+    fetch: FetchPlan | None
+    attempt: FetchAttempt | None = None
+
+    def of(self, step: str) -> str:
+        return getattr(self, f"_{step.lower()}")()
+
+    def _spec(self) -> Any:
+        try:
+            return parse_spec(self.observed.cr or {})
+        except SpecInvalid:
+            return None
+
+    def _r0(self) -> str:
+        return "found; not in the operator namespace; no other live operator owns it"
+
+    def _r1(self) -> str:
+        return "not being deleted"
+
+    def _r2(self) -> str:
+        spec = ((self.observed.cr or {}).get("spec")) or {}
+        policy = (spec.get("target") or {}).get("creationPolicy") or "Owner"
+        return f"creationPolicy {policy}; the finalizers fit it"
+
+    def _r3(self) -> str:
+        spec = ((self.observed.cr or {}).get("spec")) or {}
+        interval = spec.get("resyncInterval") or "5m (default)"
+        return f"spec valid; resyncInterval {interval}"
+
+    def _r4(self) -> str:
+        spec = self._spec()
+        kind = spec.target_type if spec else OPAQUE
+        if kind == OPAQUE:
+            return "target type Opaque"
+        return f"target type {kind}; native Secret types are enabled"
+
+    def _r5(self) -> str:
+        instance = self.observed.instance
+        name = ((instance or {}).get("metadata") or {}).get("name", "") if instance else ""
+        return f"HikyoInstance {name} found"
+
+    def _r6(self) -> str:
+        spec = self._spec()
+        if spec is None:
+            return "designated"
+        if spec.credential_secret:
+            return (
+                f"Secret {spec.credential_secret} is designated for instance "
+                f"{spec.instance_name}; its hikyo-token is well-formed"
+            )
+        return (
+            f"ServiceAccount {spec.credential_service_account} is designated for instance "
+            f"{spec.instance_name}; its TokenRequest succeeded"
+        )
+
+    def _r7(self) -> str:
+        spec = self._spec()
+        target = spec.target_name if spec else ""
+        claimants = self.observed.claimants
+        others = (
+            len([c for c in claimants if c["metadata"].get("uid") != (spec.uid if spec else "")])
+            if claimants is not UNREAD
+            else 0
+        )
+        if not others:
+            return f"no other HikyoSecret names target {target}"
+        return f"this is the earliest of {others + 1} HikyoSecrets naming target {target}"
+
+    def _r8(self) -> str:
+        spec = self._spec()
+        target = spec.target_name if spec else ""
+        if isinstance(self.observed.target, SecretObject):
+            return f"Secret {target} exists and is controlled by this HikyoSecret"
+        return f"Secret {target} does not exist yet: a delivery creates it"
+
+    def _r9(self) -> str:
+        if isinstance(self.observed.target, SecretObject):
+            return f"type {self.observed.target.type} as wanted"
+        return "no target yet"
+
+    def _r10(self) -> str:
+        spec = self._spec()
+        if spec is None or spec.target_type == OPAQUE:
+            return "an Opaque target needs no particular destinations"
+        return f"the mapping holds every destination a {spec.target_type} Secret needs"
+
+    def _r11(self) -> str:
+        spec = self._spec()
+        if spec is not None and spec.all_keys:
+            return (
+                "acknowledgedLoaderKeys is well-formed; delivered names are checked after the "
+                "fetch (all-keys mode)"
+            )
+        if spec is None or not spec.acknowledged:
+            return "no loader-control keys mapped, none acknowledged"
+        names = ", ".join(spec.acknowledged)
+        return f"acknowledgedLoaderKeys matches the mapped loader-control keys: {names}"
+
+    def _r12(self) -> str:
+        if self.observed.stamp_root is None:
+            return "absent; the first write creates it (no stamp in reach)"
+        return "present"
+
+    def _r13(self) -> str:
+        if self.fetch is None:
+            return "evaluated"
+        if self.fetch.cursor is not None:
+            return "the stored cursor is eligible: the fetch is conditional"
+        if self.observed.forced_full:
+            return "cursor withheld (--fetch makes a cursor-less fetch)"
+        return "no eligible cursor: the fetch is a full one"
+
+    def _r14(self) -> str:
+        instance = self.observed.instance
+        name = ((instance or {}).get("metadata") or {}).get("name", "") if instance else ""
+        return f"client for HikyoInstance {name} built (URL and trust valid; no request yet)"
+
+    def _r15(self) -> str:
+        attempt = self.attempt
+        if attempt is None:
+            return "not made"
+        if attempt.gate is not None:  # S4.1.6
+            return f"not fetched ({attempt.gate.value}; {attempt.wait:.1f} s to wait)"
+        result = attempt.result
+        assert result is not None
+        how = "cursor-less" if self.fetch is None or self.fetch.cursor is None else "with cursor"
+        answer = f"HTTP {result.status}" if result.status is not None else "no answer"
+        return f"fetched {how}: {answer} ({result.outcome.value.replace('_', ' ')})"
+
+
+# -- manage.py status ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """The Ready rule's first blocker (S5.2) over a stored status: ``Type/Reason``, or
+    ``Synced/absent``, or ``lifecycle X``; ``condition`` is the stored one it names."""
+
+    name: str
+    condition: Mapping[str, Any] | None = None
+
+    @property
+    def reason(self) -> str:
+        if self.condition is not None:
+            return str(self.condition.get("reason") or "")
+        return "NotReconciled" if self.name == "Synced/absent" else ""
+
+    @property
+    def message(self) -> str:
+        if self.condition is not None:
+            return str(self.condition.get("message") or "")
+        if self.name == "Synced/absent":
+            return "no delivery has been attempted yet"
+        return self.name
+
+
+def blocking_condition(status: Mapping[str, Any]) -> Blocker | None:
+    """What blocks Ready in a stored status, by the Ready rule itself; None when nothing."""
+    conditions = {
+        c["type"]: c
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and "type" in c
+    }
+    named = first_blocker(conditions, status.get("lifecycle"))
+    if named is None:
+        return None
+    type_, _, reason = named.partition("/")
+    found = conditions.get(type_)
+    if found is not None and found.get("reason") == reason:
+        return Blocker(named, found)
+    return Blocker(named)
+
+
+def status_remediation(cr: Mapping[str, Any], blocker: Blocker | None) -> str:
+    """The remediation for a stored CR's first blocker (``status -o json``)."""
+    context = spec_context(cr)
+    if blocker is None:
+        return remediation("Reconciled", context)
+    context |= message_context(blocker.reason, blocker.message)
+    return remediation(blocker.reason or blocker.name, context)
+
+
+def step_ids() -> Sequence[str]:
+    return ORDER

@@ -1,0 +1,429 @@
+"""What to do about each S5.1 reason: one short text per reason, quoting the user's action.
+
+Pure and value-free. ``remediation(reason, context)`` fills in names from ``context``: names
+from the CR spec and from condition messages only (namespace, name, instance, target, keys,
+...), never a value, token, cursor or stamp (S0.4, S5.6). A name the context lacks shows as
+``<name>``. ``explain`` prints these texts; the dashboard and ``status -o json`` show them too.
+
+The user actions quoted are the product document's (seed 000): the designation labels, the
+five-step journey's machine-reveal opt-in and reveal grant, the Helm values of the chart (S9).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .loader_control import is_protected
+from .spec import KEY_NAME
+
+# -- the texts, keyed by S5.1 reason ------------------------------------------------------------
+
+_LABEL = (
+    "kubectl -n {namespace} label {credential_resource} {credential} --overwrite "
+    'hikyo.dev/delivery="true" hikyo.dev/instance={instance}'
+)
+_FORCE_SYNC = (
+    "kubectl -n {namespace} annotate hksec {name} --overwrite hikyo.dev/force-sync=$(date +%s)"
+)
+
+TEXTS: dict[str, str] = {
+    # Ready
+    "Reconciled": "Nothing to do: the Secret is delivered and current.",
+    "Blocked": (
+        "Ready is blocked by {blocker}: see that condition's message and its remediation "
+        "(python manage.py explain {namespace}/{name})."
+    ),
+    # Synced
+    "Delivered": "Nothing to do: Secret {target} holds the delivered content.",
+    "Current": "Nothing to do: Secret {target} holds the current content.",
+    "FetchFailed": (
+        "The Secret is retained and the fetch is retried with backoff. Read the message: "
+        "HTTP 401 means the credential is invalid, expired or revoked (mint a new one and "
+        "replace data key hikyo-token of {credential_kind} {credential}); 403 means the "
+        "principal lacks read on environment {environment} (hikyo access grant add --principal "
+        "<principal> --capability <read-capability>); 5xx, timeouts and unreachable servers "
+        "are the server's side. Once it is fixed, force a fresh delivery: " + _FORCE_SYNC
+    ),
+    "NotMaterialized": (
+        "Environment {environment} has no published revision (or its pinned revision was "
+        "collected by retention): publish the environment in Hikyo. The Secret is retained and "
+        "the fetch is retried at the next resync."
+    ),
+    # Designation
+    "SecretNotDesignated": (
+        "Secret {credential} in namespace {namespace} must exist, hold data key hikyo-token "
+        "(the output file of hikyo sa credential mint; one trailing newline is fine) and carry "
+        'both labels hikyo.dev/delivery="true" and hikyo.dev/instance={instance}: ' + _LABEL
+    ),
+    "ServiceAccountNotDesignated": (
+        "ServiceAccount {credential} in namespace {namespace} must exist and carry both labels "
+        'hikyo.dev/delivery="true" and hikyo.dev/instance={instance} (' + _LABEL + "), and be "
+        "listed under the Helm value operator.designatedServiceAccounts.{namespace} (which also "
+        "grants the TokenRequest)."
+    ),
+    "InstanceMismatch": (
+        "{credential_kind} {credential} is labelled hikyo.dev/instance={labelled_instance}, but "
+        "spec.instanceRef.name is {instance}: relabel it (kubectl -n {namespace} label "
+        "{credential_resource} {credential} --overwrite hikyo.dev/instance={instance}) or point "
+        "spec.instanceRef.name at {labelled_instance}."
+    ),
+    "AudienceMissing": (
+        "HikyoInstance {instance} has no spec.audience, which ServiceAccount federation needs, "
+        "and instances are immutable: a cluster admin creates a new HikyoInstance with "
+        "spec.audience; then point spec.instanceRef.name at it and relabel the ServiceAccount's "
+        "hikyo.dev/instance, or use a bootstrap Secret (spec.auth.secretRef) instead."
+    ),
+    # Conflict
+    "ManagedSecretNotOwned": (
+        "Secret {target} already exists in namespace {namespace} and is not controlled by "
+        "HikyoSecret {name}; the operator never adopts a Secret: choose another "
+        "spec.target.name, or delete or rename the existing Secret once nothing needs it "
+        "(kubectl -n {namespace} delete secret {target})."
+    ),
+    "TargetClaimed": (
+        "HikyoSecret {winner} (created earlier) already manages Secret {target}: choose another "
+        "spec.target.name for HikyoSecret {name}, or delete HikyoSecret {winner} if it should "
+        "not deliver there."
+    ),
+    "TargetTypeImmutable": (
+        "Secret {target} has type {existing_type} but spec.target.type asks for {target_type}; "
+        "a Secret's type cannot change and the operator never deletes and recreates it: set "
+        "spec.target.type back to {existing_type}, or create a new HikyoSecret with a new "
+        "target.name and migrate the consumers."
+    ),
+    # Delivery
+    "UndeliveredSecrets": (
+        "The credential receives only the presence of secret keys {keys}. A Hikyo operator "
+        "enables the project's machine-reveal opt-in: hikyo project-settings machine-reveal set "
+        "--enabled true (or the toggle on the Machine access page), then grants reveal to the "
+        "workload principal on the environment: hikyo access grant add --principal <mch_...> "
+        "--capability reveal --env {environment} (or Members → New grant). Or set "
+        "spec.projection: config-only to deliver config keys only."
+    ),
+    "KeysMissing": (
+        "Mapped keys {keys} are missing: publish them in Hikyo or remove them from "
+        "spec.mapping; a typed target needs every required destination mapped."
+    ),
+    "LoaderControlUnacknowledged": (
+        "spec.acknowledgedLoaderKeys must list exactly the loader-control names delivered "
+        "(S4.6): set acknowledgedLoaderKeys: {acknowledged} (kubectl -n {namespace} patch hksec "
+        "{name} --type merge -p '{acknowledged_patch}'), or map those keys to other secretKeys. "
+        "Only acknowledge names the workload intentionally trusts."
+    ),
+    "InvalidSecretData": (
+        "The delivered content does not fit a {target_type} Secret (a JSON object where the "
+        "type needs one, Secret data-key names, at most 1 MiB in total): correct the published "
+        "values or key names in Hikyo. The last accepted Secret is retained."
+    ),
+    "NativeSecretTypesDisabled": (
+        "target.type {target_type} needs native Secret types: enable them with Helm --set "
+        "operator.nativeSecretTypes=true (standalone: HIKYO_OPERATOR_NATIVE_SECRET_TYPES=true "
+        "with Secret delete RBAC), or use target.type Opaque."
+    ),
+    "EnvFromSkip": (
+        "Warning only: destinations {keys} are not valid environment variable names, so "
+        "envFrom may skip them; give them another secretKey if a workload reads them through "
+        "envFrom (file mounts are unaffected)."
+    ),
+    # Scrubbed
+    "AuthorizationWithdrawn": (
+        "The Hikyo server no longer authorizes this delivery, so Secret {target} was emptied or "
+        "removed. If that was not intended, restore the principal's read grant on environment "
+        "{environment} or republish the withdrawn keys; the next complete delivery restores the "
+        "Secret. Restart pods that still hold the old values."
+    ),
+    # Rollout
+    "Stalled": (
+        "A workload that consumes Secret {target} did not progress after its restart request "
+        "(a paused Deployment, an OnDelete StatefulSet, failing readiness) or its stamp patch "
+        "failed: check kubectl -n {namespace} rollout status on it, resume or restart it. "
+        "Delivery itself is not blocked."
+    ),
+    # CredentialExpiry
+    "ExpiresSoon": (
+        "The credential expires within 7 days: mint a new one (hikyo sa credential mint --sa "
+        "<service-account-id> --lifetime 720h --output-file ./hikyo-token) and replace data key "
+        "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
+    ),
+    "Expired": (
+        "The credential has expired: mint a new one (hikyo sa credential mint --sa "
+        "<service-account-id> --lifetime 720h --output-file ./hikyo-token) and replace data key "
+        "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
+    ),
+    # PinExpiry
+    "PinExpired": (
+        "The durable pin on environment {environment} is past its retention: ask a Hikyo "
+        "operator to move or remove the pin. Delivery continues meanwhile."
+    ),
+    # Unreconciled
+    "NamespaceNotBound": (
+        "The operator has no RBAC in namespace {namespace} (it may not {verb} {resource}): add "
+        "{namespace} to the Helm value operator.namespaces (the watch list and the RBAC "
+        "bindings both come from it) and helm upgrade the release."
+    ),
+}
+
+# FetchFailed and KeysMissing name several causes; the S4.2 step that decided (``step`` in the
+# context) or a ``cause`` picks the text for that cause.
+_BY_STEP: dict[tuple[str, str], str] = {
+    ("FetchFailed", "R3"): (
+        "The HikyoSecret breaks a rule its CRD now enforces (see the message), e.g. "
+        "spec.resyncInterval must be a Go duration of at least 10s (5m when empty): fix the "
+        "spec with kubectl -n {namespace} edit hksec {name}."
+    ),
+    ("FetchFailed", "R5"): (
+        "HikyoInstance {instance} does not exist: a cluster admin creates it (kubectl get "
+        "hkinst lists the instances), or point spec.instanceRef.name at an existing one. Its "
+        "creation runs this HikyoSecret again."
+    ),
+    ("FetchFailed", "R6"): (
+        "The TokenRequest for ServiceAccount {credential} failed: list it under the Helm value "
+        "operator.designatedServiceAccounts.{namespace} (the chart grants create on "
+        "serviceaccounts/token only for those names) and helm upgrade."
+    ),
+    ("FetchFailed", "R12"): (
+        "The stamp root Secret hikyo-operator-stamp-root in the operator's namespace is missing "
+        "or damaged: restore it from backup, or set HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true "
+        "to accept one restart of every opted-in workload."
+    ),
+    ("FetchFailed", "R14"): (
+        "No client could be built for HikyoInstance {instance} (its spec.url or caBundle is "
+        "invalid) and instances are immutable: a cluster admin creates a corrected "
+        "HikyoInstance; point spec.instanceRef.name at it and relabel the credential's "
+        "hikyo.dev/instance."
+    ),
+    ("FetchFailed", "admission"): (
+        "The operator's RBAC allows the call, but admission or a quota refused it: check the "
+        "namespace's ResourceQuota and admission policies for the resource the message names."
+    ),
+    ("FetchFailed", "confirming"): (
+        "The server answered an authoritative 404; the operator confirms it with a second, "
+        "cursor-less fetch before it acts. If access was withdrawn by mistake, restore the "
+        "principal's read grant on environment {environment} now."
+    ),
+    ("FetchFailed", "unauthorized"): (
+        "The Hikyo server rejected the credential (401: invalid, expired or revoked): mint a new "
+        "one (hikyo sa credential mint --sa <service-account-id> --lifetime 720h --output-file "
+        "./hikyo-token) and replace data key hikyo-token of {credential_kind} {credential}, "
+        "keeping both designation labels. The Secret is retained meanwhile."
+    ),
+    ("FetchFailed", "server"): (
+        "The Hikyo server failed or could not be reached (see the message); the Secret is "
+        "retained and the fetch retried with backoff. Once the server is fixed, force a fresh "
+        "delivery: " + _FORCE_SYNC
+    ),
+    ("FetchFailed", "tls"): (
+        "The Hikyo server's certificate does not verify against HikyoInstance {instance}'s "
+        "caBundle (or the system roots): fix the server certificate, or have a cluster admin "
+        "create a HikyoInstance with the right caBundle and point spec.instanceRef.name at it."
+    ),
+    ("FetchFailed", "rate-limited"): (
+        "HikyoInstance {instance} answered 429: fetches to it pause as the server asks "
+        "(S4.1.6); lower the number or frequency of HikyoSecrets on it (spec.resyncInterval) if "
+        "it persists."
+    ),
+    ("KeysMissing", "R10"): (
+        "A {target_type} Secret needs destinations {keys} in spec.mapping: add a mapping entry "
+        "whose secretKey is each of them (e.g. key: TLS_CERTIFICATE, secretKey: tls.crt)."
+    ),
+}
+
+# Outcomes of a run that set no S5.1 condition (R0-R2, S4.1.6, S4.15), for ``explain``.
+OUTCOME_TEXTS: dict[str, str] = {
+    "Gone": "HikyoSecret {namespace}/{name} does not exist: check the namespace and name.",
+    "OperatorNamespace": (
+        "HikyoSecrets in the operator's own namespace are ignored (S8.5): create it in an "
+        "application namespace."
+    ),
+    "ForeignOwner": (
+        "Another operator, whose Lease is live, owns this HikyoSecret (S4.1.7): run one "
+        "operator per cluster, or stop the other one; this one takes over once that Lease "
+        "is stale."
+    ),
+    "Deleting": "The HikyoSecret is being deleted; Kubernetes garbage-collects its Secret.",
+    "Finalized": (
+        "The HikyoSecret is being deleted with creationPolicy Orphan: the operator releases "
+        "Secret {target} (it stays, unowned) and removes the hikyo.dev/orphan finalizer."
+    ),
+    "FinalizerAdded": (
+        "Nothing to do: the operator adds the hikyo.dev/orphan finalizer (creationPolicy "
+        "Orphan) and runs again."
+    ),
+    "FinalizerRemoved": (
+        "Nothing to do: the operator removes the hikyo.dev/orphan finalizer (creationPolicy "
+        "Owner) and runs again."
+    ),
+    "NamespaceTerminating": "Namespace {namespace} is being deleted; nothing is done.",
+    "InstancePaused": (
+        "HikyoInstance {instance} answered 429: every fetch to it waits out the pause; nothing "
+        "to do."
+    ),
+    "Paced": "Fetches to HikyoInstance {instance} are paced (S4.1.6); nothing to do.",
+    "NotReconciled": (
+        "No reconcile has written a status yet: check that the operator runs and watches "
+        "namespace {namespace} (Helm operator.namespaces); python manage.py explain "
+        "{namespace}/{name} shows what a reconcile would do."
+    ),
+}
+
+GENERIC = (
+    "No remediation is known for reason {reason}: read the conditions and events with "
+    "kubectl -n {namespace} describe hksec {name}."
+)
+
+
+class _Named(dict[str, str]):
+    """``format_map`` helper: a name the context lacks shows as ``<name>``."""
+
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
+
+
+def remediation(reason: str, context: Mapping[str, str]) -> str:
+    """The text for ``reason``, with the names of ``context`` filled in."""
+    names = _Named({k: str(v) for k, v in context.items() if v not in (None, "")})
+    names.setdefault("reason", reason)
+    text = None
+    for selector in (names.get("cause"), names.get("step")):
+        if selector and (reason, selector) in _BY_STEP:
+            text = _BY_STEP[(reason, selector)]
+            break
+    if text is None:
+        text = TEXTS.get(reason) or OUTCOME_TEXTS.get(reason) or GENERIC
+    return text.format_map(names)
+
+
+def known(reason: str) -> bool:
+    """Whether ``reason`` has a text of its own (not the generic one)."""
+    return reason in TEXTS or reason in OUTCOME_TEXTS
+
+
+# -- context: names from the CR spec and from condition messages -----------------------------
+
+
+def acknowledgement_context(names: list[str]) -> dict[str, str]:
+    """The exact ``acknowledgedLoaderKeys`` list, as YAML/JSON and as a merge patch."""
+    ordered = sorted(set(names))
+    return {
+        "acknowledged": json.dumps(ordered),
+        "acknowledged_patch": json.dumps(
+            {"spec": {"acknowledgedLoaderKeys": ordered}}, separators=(",", ":")
+        ),
+    }
+
+
+def spec_context(cr: Mapping[str, Any] | None) -> dict[str, str]:
+    """Names from a HikyoSecret's metadata and spec, read leniently (the spec may be invalid).
+
+    In mapping mode the acknowledgement S4.6.2 wants is computable from the spec alone: the
+    protected effective destinations.
+    """
+    cr = cr or {}
+    metadata = cr.get("metadata") or {}
+    spec = cr.get("spec") or {}
+    auth = spec.get("auth") or {}
+    target = spec.get("target") or {}
+    scope = spec.get("scope") or {}
+    context = {
+        "namespace": _text(metadata.get("namespace")),
+        "name": _text(metadata.get("name")),
+        "instance": _text((spec.get("instanceRef") or {}).get("name")),
+        "target": _text(target.get("name")),
+        "target_type": _text(target.get("type")) or "Opaque",
+        "environment": _text(scope.get("environment")),
+    }
+    account = _text((auth.get("serviceAccountRef") or {}).get("name"))
+    secret = _text((auth.get("secretRef") or {}).get("name"))
+    if account and not secret:
+        context |= {
+            "credential": account,
+            "credential_kind": "ServiceAccount",
+            "credential_resource": "serviceaccount",
+        }
+    else:
+        context |= {
+            "credential": secret,
+            "credential_kind": "Secret",
+            "credential_resource": "secret",
+        }
+    acknowledged = [str(n) for n in spec.get("acknowledgedLoaderKeys") or []]
+    if spec.get("allKeys") is True:
+        # S4.6.2 in all-keys mode checks only the list's shape: keep its valid names once.
+        protected = [n for n in acknowledged if KEY_NAME.match(n) and is_protected(n)]
+    else:
+        mapping = [item for item in spec.get("mapping") or [] if isinstance(item, dict)]
+        destinations = [_text(i.get("secretKey")) or _text(i.get("key")) for i in mapping]
+        protected = [d for d in destinations if is_protected(d)]
+    context |= acknowledgement_context(protected)
+    return {k: v for k, v in context.items() if v}
+
+
+_NAMES = r"(?P<keys>[^:;]+?)"
+_FROM_MESSAGE: dict[str, tuple[re.Pattern[str], ...]] = {
+    "InstanceMismatch": (re.compile(r"designated for instance (?P<labelled_instance>\S+), not"),),
+    "TargetClaimed": (re.compile(r"HikyoSecret (?P<winner>\S+) already manages"),),
+    "TargetTypeImmutable": (re.compile(r"has type (?P<existing_type>\S+), not"),),
+    "UndeliveredSecrets": (re.compile(r"presence of secret keys " + _NAMES + r": nothing"),),
+    "KeysMissing": (
+        re.compile(r"Secret needs " + _NAMES + r" in the mapping"),
+        re.compile(r"did not deliver mapped keys " + _NAMES + r"; their"),
+        re.compile(r"no longer delivers " + _NAMES + r", required"),
+    ),
+    "LoaderControlUnacknowledged": (
+        re.compile(r"delivered loader-control keys " + _NAMES + r" that acknowledgedLoaderKeys"),
+    ),
+    "EnvFromSkip": (re.compile(r"destinations " + _NAMES + r" may be skipped"),),
+    "NamespaceNotBound": (re.compile(r"may not (?P<verb>\S+) (?P<resource>\S+) in namespace"),),
+}
+
+
+def message_context(reason: str, message: str) -> dict[str, str]:
+    """Names a condition message of ``reason`` carries (the engine's own message shapes), and
+    for FetchFailed the S4.2 step its message belongs to, so the text fits the cause."""
+    found: dict[str, str] = {}
+    for pattern in _FROM_MESSAGE.get(reason, ()):
+        match = pattern.search(message)
+        if match:
+            found |= {k: v.strip() for k, v in match.groupdict().items() if v}
+            break
+    if reason == "KeysMissing" and "in the mapping" in message:
+        found["step"] = "R10"
+    if reason == "FetchFailed":
+        cause = _fetch_failed_cause(message)
+        if cause:
+            found["cause"] = cause
+    return found
+
+
+def _fetch_failed_cause(message: str) -> str:
+    if message.startswith(("invalid resyncInterval", "invalid spec")):
+        return "R3"
+    if re.match(r"HikyoInstance \S+ not found$", message):
+        return "R5"
+    if message.startswith("TokenRequest for ServiceAccount"):
+        return "R6"
+    if message.startswith("stamp root"):
+        return "R12"
+    if message.startswith("forbidden by admission or quota"):
+        return "admission"
+    if message.startswith("not found; confirming"):
+        return "confirming"
+    if message.startswith("rate limited"):
+        return "rate-limited"
+    if message.startswith("fetch failed: TLS verification"):
+        return "tls"
+    if message.startswith("fetch failed: status 401"):
+        return "unauthorized"
+    status = re.match(r"fetch failed: status (\d{3})\b", message)
+    if status and status.group(1).startswith("5"):
+        return "server"
+    if message.startswith("fetch failed: ") and not status:  # transport: no answer at all
+        return "server"
+    return ""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
