@@ -475,3 +475,70 @@ class KubeCluster:
             namespace=namespace,
         ):
             self.events.emit(cr, event)
+
+    # -- for the operator's commands (manage.py resync); not on the engine's port ---------
+
+    def select_hikyosecrets(
+        self, namespace: str | None = None, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """An uncached, paged list of HikyoSecrets in ``namespace`` (None: every namespace),
+        optionally restricted by a label selector; a malformed one is the apiserver's 400."""
+        where = f" {namespace}" if namespace else ""
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            options: dict[str, Any] = {"limit": 500}
+            if label_selector:
+                options["label_selector"] = label_selector
+            if token:
+                options["_continue"] = token
+            with _translated(
+                f"list hikyosecrets{where}",
+                verb="list",
+                group=GROUP,
+                resource=SECRETS_PLURAL,
+                namespace=namespace or "",
+            ):
+                if namespace:
+                    listed = self.custom.list_namespaced_custom_object(
+                        GROUP, VERSION, namespace, SECRETS_PLURAL, **options
+                    )
+                else:
+                    listed = self.custom.list_cluster_custom_object(
+                        GROUP, VERSION, SECRETS_PLURAL, **options
+                    )
+            items.extend(listed.get("items") or [])
+            token = (listed.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    def annotate_hikyosecret(
+        self,
+        namespace: str,
+        name: str,
+        annotations: dict[str, str | None],
+        *,
+        uid: str = "",
+    ) -> None:
+        """A JSON merge patch of ``metadata.annotations`` alone (None removes one): no spec
+        change, so no new generation. With ``uid`` the apiserver refuses the patch if the name now
+        belongs to another object."""
+        metadata: dict[str, Any] = {"annotations": dict(annotations)}
+        if uid:
+            metadata["uid"] = uid
+        with _translated(
+            f"patch hikyosecrets {namespace}/{name}",
+            verb="patch",
+            group=GROUP,
+            resource=SECRETS_PLURAL,
+            namespace=namespace,
+        ):
+            self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                SECRETS_PLURAL,
+                name,
+                {"metadata": metadata},
+                _content_type="application/merge-patch+json",
+            )

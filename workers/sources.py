@@ -4,7 +4,12 @@
   generation) are spread over min(resyncInterval, 5 min) at low priority; the rest go first. A
   CR that already has a due time keeps it.
 - HikyoSecret MODIFIED: only when generation, deletionTimestamp or finalizers changed, never for
-  status-only updates (our own status writes would loop fetches otherwise).
+  status-only updates (our own status writes would loop fetches otherwise); and when a new
+  ``hikyo.dev/force-sync`` value is pending (``workers.engine.force_sync``): first-sync priority,
+  once per value. The status write that records the value makes it no longer pending, so it does
+  not loop; a value already handled, or any other annotation change, does nothing.
+- On ADDED (a restart, a leader change, a relist) a CR with a pending force-sync value is not
+  healthy: it runs now, ahead of the spread, whatever due time it had.
 - HikyoInstance events fan out to every CR naming the instance.
 - Workload events ask for a rollout-only evaluation of the CRs whose target they consume.
 """
@@ -14,11 +19,14 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .engine.conditions import LIFECYCLES, UNRECONCILED
 from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
+from .engine.force_sync import requested_value
 from .engine.ports import opted_in_targets
 from .engine.reports import heartbeat_period
 from .keys import ObjectKey
@@ -40,6 +48,8 @@ class _Seen:
     healthy: bool
     observed: bool  # status.observedGeneration == metadata.generation
     resync: float
+    forced: str | None  # a hikyo.dev/force-sync value not handled yet (force_sync.py)
+    lifecycle: str  # status.lifecycle, "Unreconciled" when absent
 
 
 def _seen(obj: dict[str, Any]) -> _Seen:
@@ -56,15 +66,20 @@ def _seen(obj: dict[str, Any]) -> _Seen:
         observed=(obj.get("status") or {}).get("observedGeneration")
         == obj["metadata"].get("generation"),
         resync=_resync_of(obj),
+        forced=requested_value(obj),
+        lifecycle=str((obj.get("status") or {}).get("lifecycle") or UNRECONCILED),
     )
 
 
 def is_healthy(obj: dict[str, Any]) -> bool:
-    """Synced at the current generation: its next run is a resync, not a first sync."""
+    """Synced at the current generation and no force-sync pending: its next run is a resync,
+    not a first sync."""
     status = obj.get("status") or {}
-    return status.get("lifecycle") == "Synced" and status.get("observedGeneration") == obj[
-        "metadata"
-    ].get("generation")
+    return (
+        status.get("lifecycle") == "Synced"
+        and status.get("observedGeneration") == obj["metadata"].get("generation")
+        and requested_value(obj) is None
+    )
 
 
 class EventRouter:
@@ -84,11 +99,20 @@ class EventRouter:
         self.rng = rng or random.Random()
         self._lock = threading.Lock()
         self._crs: dict[str, _Seen] = {}
+        self._lifecycles: Counter[str] = Counter()  # of self._crs, kept in step with it
         self._ignored: set[str] = set()
 
     def keys(self) -> list[ObjectKey]:
         with self._lock:
             return [seen.key for seen in self._crs.values()]
+
+    def lifecycle_counts(self) -> dict[str, int]:
+        """The CRs this router knows (the leader's view), by ``status.lifecycle``: every S5.3
+        lifecycle, zeros included, plus any other value a CR holds. O(lifecycles), not O(CRs)."""
+        with self._lock:
+            counts = dict.fromkeys(LIFECYCLES, 0)
+            counts.update((name, n) for name, n in self._lifecycles.items() if n > 0)
+            return counts
 
     # -- HikyoSecrets --------------------------------------------------------------------
 
@@ -114,10 +138,13 @@ class EventRouter:
         )
         with self._lock:
             previous = self._crs.get(current.key.uid)
+            if previous is not None:
+                self._lifecycles[previous.lifecycle] -= 1
             if kind == "DELETED":
                 self._crs.pop(current.key.uid, None)
             else:
                 self._crs[current.key.uid] = current
+                self._lifecycles[current.lifecycle] += 1
         if kind == "DELETED":
             self.queue.forget(current.key)
             if self.reports is not None:
@@ -127,8 +154,13 @@ class EventRouter:
             (previous.generation, previous.deleting, previous.finalizers)
             != (current.generation, current.deleting, current.finalizers)
         )
+        # A force-sync value seen for the first time. Our status write recording it makes it
+        # None (no loop); the same value again, handled or still waiting, is no news.
+        newly_forced = current.forced is not None and current.forced != (
+            previous.forced if previous is not None else None
+        )
         if kind == "MODIFIED" or (previous is not None and changed):
-            if changed:
+            if changed or newly_forced:
                 self.queue.add(current.key, priority=Priority.FIRST)
             return
         self._schedule_initial(current)  # ADDED, or listed again unchanged
@@ -158,10 +190,11 @@ class EventRouter:
         """S4.1.6: healthy CRs spread over min(resyncInterval, 5 min); all others first.
 
         A CR whose generation is not yet observed (new, or edited while nobody watched: a
-        leader change, an apiserver restart) runs now. A CR processed at its current generation
-        keeps the due time it has (S4.1.2), e.g. its backoff after a failure.
+        leader change, an apiserver restart) or with a force-sync value pending (asked for while
+        nobody watched, or before a leader died) runs now. A CR processed at its current
+        generation keeps the due time it has (S4.1.2), e.g. its backoff after a failure.
         """
-        if seen.deleting or not seen.observed:
+        if seen.deleting or not seen.observed or seen.forced is not None:
             self.queue.add(seen.key, priority=Priority.FIRST)
         elif seen.healthy:
             spread = min(seen.resync, SPREAD_CAP_SECONDS)

@@ -14,9 +14,10 @@ from k8s.gateway import KubeCluster
 from workers.engine.ports import ClusterReads, ClusterWrites, write_methods
 from workers.fencing import READS, WRITES, FencedCluster
 
-# Public names on KubeCluster that are not port methods. Empty today: each entry must be a
-# helper that cannot write, or the fence is bypassed through it.
-KUBE_CLUSTER_HELPERS: frozenset[str] = frozenset()
+# Public names on KubeCluster that are not port methods: each entry must be a helper that
+# cannot write, or a write the engine never makes (the fence is bypassed through it).
+# select_hikyosecrets / annotate_hikyosecret: manage.py resync only (hikyo.dev/force-sync).
+KUBE_CLUSTER_HELPERS: frozenset[str] = frozenset({"select_hikyosecrets", "annotate_hikyosecret"})
 
 
 def _methods(protocol: type) -> dict[str, Any]:
