@@ -276,6 +276,6 @@ KUBECONFIG: str | None = env.str("KUBECONFIG", default="") or None
 # run_operator serves /healthz, /readyz and the dashboard here (S8.1 HIKYO_OPERATOR_HEALTH_ADDR).
 HIKYO_HTTP_ADDR: str = env.str("HIKYO_OPERATOR_HEALTH_ADDR", default="").strip() or ":8081"
 parse_address("HIKYO_OPERATOR_HEALTH_ADDR", HIKYO_HTTP_ADDR, ":8081")
-# S8.1 metrics address: nothing serves it separately yet; checked so a typo fails at boot.
+# S8.1/S8.6: /metrics of run_operator and of each Celery worker (workers/metrics.py).
 HIKYO_METRICS_ADDR: str = env.str("HIKYO_OPERATOR_METRICS_ADDR", default="").strip() or ":8080"
 parse_address("HIKYO_OPERATOR_METRICS_ADDR", HIKYO_METRICS_ADDR, ":8080")

@@ -1,11 +1,13 @@
-"""The Celery app only; configuration comes from Django settings' CELERY_* namespace."""
+"""The Celery app; configuration comes from Django settings' CELERY_* namespace. A worker's
+start (``worker_init``, before its pool forks) migrates the observation store and serves the
+worker's /metrics (S8.6)."""
 
 import logging
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_shutdown, worker_shutdown
 
 from controlplane.boot import load_settings_or_exit
 
@@ -38,3 +40,44 @@ def _migrate_before_work(**_: Any) -> None:
         raise SystemExit(1) from None
     finally:
         connections.close_all()  # forked pool children must not share this connection
+
+
+_metrics_server: Any = None
+
+
+@worker_init.connect
+def _serve_metrics(**_: Any) -> None:
+    """S8.6: this worker's /metrics on HIKYO_OPERATOR_METRICS_ADDR, served by the main process
+    from prometheus_client's multiprocess files: enabled (and the directory emptied) here,
+    before the prefork pool starts, so every pool child writes there (workers/metrics.py)."""
+    global _metrics_server
+    from django.conf import settings
+
+    from workers import metrics
+    from workers.engine.settings import parse_address
+
+    raw = settings.HIKYO_METRICS_ADDR  # validated with the other settings (S8.1)
+    address = parse_address("HIKYO_OPERATOR_METRICS_ADDR", raw, ":8080")
+    try:
+        metrics.enable_multiprocess()
+        _metrics_server = metrics.serve(address, metrics.multiprocess_registry())
+    except OSError as error:
+        logging.getLogger(__name__).critical(
+            "cannot serve metrics on %s: %s", raw, error.strerror or type(error).__name__
+        )
+        raise SystemExit(1) from None
+    logging.getLogger(__name__).info("metrics on %s:%s", *_metrics_server.server_address[:2])
+
+
+@worker_process_shutdown.connect
+def _pool_child_exits(pid: int | None = None, **_: Any) -> None:
+    from workers import metrics
+
+    metrics.process_exited(pid)
+
+
+@worker_shutdown.connect
+def _stop_serving_metrics(**_: Any) -> None:
+    from workers import metrics
+
+    metrics.shutdown(_metrics_server)

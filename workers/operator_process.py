@@ -21,6 +21,7 @@ from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
 from k8s.watch import Resource, Watcher
 
+from . import metrics
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .keys import ObjectKey
 from .queue.base import Ticket
@@ -97,6 +98,9 @@ class OperatorProcess:
         embedded_workers: int = EMBEDDED_WORKERS,
     ) -> None:
         self.runtime = runtime
+        # client-go's workqueue metrics (S8.6): the leader adds and takes, runs settle.
+        runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
+        runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)
         self.api_client: client.ApiClient = runtime.cluster.api_client
         self.send_task = send_task  # None: embedded mode
         self.leader_election = leader_election
@@ -169,6 +173,23 @@ class OperatorProcess:
         if self.dispatcher is not None and self.dispatcher.store_error:
             return f"keyed-queue store unreachable: {self.dispatcher.store_error}"
         return None
+
+    def metrics_collector(self) -> metrics.OperatorCollector:
+        """What /metrics reads from this process at scrape time (S8.6)."""
+        return metrics.OperatorCollector(
+            leader=self.is_leader, queues=self._metric_queues, lifecycles=self._lifecycles
+        )
+
+    def _metric_queues(self) -> dict[str, Any]:
+        queues: dict[str, Any] = {metrics.RECONCILE_QUEUE: self.runtime.queue}
+        if self.runtime.settings.status_reporting:
+            queues[metrics.REPORT_QUEUE] = self.runtime.reports
+        return queues
+
+    def _lifecycles(self) -> dict[str, int] | None:
+        """The leader's view of the CRs by lifecycle, from the router (its watch)."""
+        counts = getattr(self.router, "lifecycle_counts", None)
+        return counts() if callable(counts) else None
 
     # -- leadership ----------------------------------------------------------------------
 

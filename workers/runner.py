@@ -16,6 +16,7 @@ from urllib3.exceptions import HTTPError
 from k8s.client import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from k8s.errors import KubeError, describe
 
+from . import metrics
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
 from .keys import ObjectKey
@@ -132,7 +133,13 @@ def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -
 
 def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunResult | None:
     """The run under a lock ``begin`` gave; it settles the key. None when the run failed (one
-    line logged) or was abandoned at its deadline."""
+    line logged) or was abandoned at its deadline. Each run that ends is counted once in the
+    metrics (S8.6), after its key is settled."""
+    with metrics.running():
+        return _run_locked(runtime, lock, forced_full)
+
+
+def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | None:
     queue, key = runtime.queue, lock.key
     # Module constants read per run, so a test can shorten them.
     guard = _RunGuard(
@@ -152,17 +159,19 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
         # The apiserver or the store is unreachable or failing: one line, back off, the next
         # run repairs.
         log.warning("reconcile of %s interrupted: %s", key, describe(error))
-        guard.settle(Requeue.BACKOFF)
+        _settle_failed(guard, metrics.INTERRUPTED, clock)
         return None
     except Exception:
         # Our own bug: log with the key and traceback, back off, go on.
         log.exception("reconcile of %s failed unexpectedly", key)
-        guard.settle(Requeue.BACKOFF)
+        _settle_failed(guard, metrics.INTERNAL_ERROR, clock)
         return None
     finally:
         guard.done.set()
     if not guard.claim():
-        return None  # the guard released the key already; this late result is not recorded
+        # The guard released the key already; this late result is not recorded.
+        metrics.record_failed_run(metrics.DEADLINE_EXCEEDED, time.monotonic() - clock)
+        return None
     outcome = result.outcome
     requeue = outcome.requeue
     if guard.past_deadline() and requeue is not Requeue.NONE:
@@ -183,6 +192,8 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
                 resync_seconds=result.resync_seconds,
                 forced_full_next=outcome.forced_full_next,
             )
+        settled = requeue if result.uid else Requeue.NONE
+        metrics.record_run(result, settled, time.monotonic() - clock, key.uid)
     # One line per run with wall-clock bounds, so overlapping runs would be visible (S4.1.4).
     log.info(
         "run %s uid=%s start=%.6f end=%.6f outcome=%s%s",
@@ -194,6 +205,15 @@ def run_locked(runtime: Runtime, lock: Lock, forced_full: bool = False) -> RunRe
         f" ({outcome.message})" if outcome.message else "",
     )
     return result
+
+
+def _settle_failed(guard: _RunGuard, reason: str, started: float) -> None:
+    """A run without a result: back off; counted whether or not this run settled the key
+    (the guard may have abandoned it meanwhile)."""
+    try:
+        guard.settle(Requeue.BACKOFF)
+    finally:
+        metrics.record_failed_run(reason, time.monotonic() - started)
 
 
 def run_rollout_evaluation(runtime: Runtime, key: ObjectKey) -> None:

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from controlplane.observations.recording import BackgroundRecorder
 
+from . import metrics
 from .celery_app import app
 from .keys import ObjectKey
 from .reporting import run_report
@@ -23,18 +24,23 @@ _runtime_lock = threading.Lock()
 
 
 def worker_runtime() -> Runtime:
-    """One Runtime per worker process, built on first use."""
+    """One Runtime per worker process, built on first use (in a prefork pool child, so its
+    metrics go to the worker's multiprocess files, workers/metrics.py)."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
             recorder = BackgroundRecorder()
-            _runtime = build_runtime(
+            runtime = build_runtime(
                 settings.HIKYO_OPERATOR,
                 kubeconfig=settings.KUBECONFIG,
                 redis_url=settings.REDIS_URL,
                 record=recorder,
                 record_report=recorder.report,
             )
+            # Runs settle keys here: backoff requeues and the keys they queue again (S8.6).
+            runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
+            runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)
+            _runtime = runtime
         return _runtime
 
 

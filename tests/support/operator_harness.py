@@ -68,6 +68,7 @@ class Operator:
             "HIKYO_OPERATOR_DATABASE_URL": database_url or "",
         }
         self.services: list[Service] = []
+        self.metrics_ports: dict[str, int] = {}  # service name -> its /metrics port (S8.6)
         if database_url in _MIGRATED:
             return  # a shared server is migrated once per session
         subprocess.run(
@@ -85,15 +86,28 @@ class Operator:
         env = dict(self.env)
         if any(s.argv == manage("run_operator") for s in self.services):
             env["HIKYO_OPERATOR_HEALTH_ADDR"] = f"127.0.0.1:{free_port()}"
+        env["HIKYO_OPERATOR_METRICS_ADDR"] = self._metrics_addr(name)
         service = Service(name, manage("run_operator"), self.tmp / f"{name}.log", env).start()
         self.services.append(service)
         wait_http_ok(f"http://{env['HIKYO_OPERATOR_HEALTH_ADDR']}/healthz", alive=service.alive)
         return service
 
     def start_worker(self, name: str) -> Service:
-        service = Service(name, celery_worker(name), self.tmp / f"{name}.log", self.env).start()
+        env = {**self.env, "HIKYO_OPERATOR_METRICS_ADDR": self._metrics_addr(name)}
+        service = Service(name, celery_worker(name), self.tmp / f"{name}.log", env).start()
         self.services.append(service)
         return service
+
+    def _metrics_addr(self, name: str) -> str:
+        """Every process serves /metrics (S8.6): each its own free port."""
+        self.metrics_ports[name] = free_port()
+        return f"127.0.0.1:{self.metrics_ports[name]}"
+
+    def scrape(self, name: str = "operator") -> str:
+        """The /metrics text of the service called ``name``."""
+        url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
 
     def stop(self) -> None:
         for service in reversed(self.services):
@@ -151,7 +165,7 @@ def write_requests(api_client) -> dict[str, float]:
         if not line.startswith("apiserver_request_total{"):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("verb") in {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY"} and labels.get(
+        if labels.get("verb") in {"POST", "PUT", "PATCH", "DELETE", "APPLY"} and labels.get(
             "resource"
         ) in {"secrets", "hikyosecrets", "events", "deployments"}:
             totals[f"{labels['verb']} {labels['resource']}"] += float(line.rsplit(" ", 1)[1])

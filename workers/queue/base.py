@@ -43,9 +43,11 @@ __all__ = [
     "KeyedQueue",
     "Lock",
     "Priority",
+    "QueueObserver",
     "Requeue",
     "Ticket",
     "Timer",
+    "Unobserved",
     "next_timer",
 ]
 
@@ -123,12 +125,45 @@ def check_requeue(requeue: Requeue, delay: float | None) -> None:
         raise ValueError("Requeue.AFTER needs a delay")
 
 
+class QueueObserver(Protocol):
+    """What a queue reports for metrics (``workers.metrics``, client-go's workqueue metrics).
+    Implementations never raise: a queue calls them under its own lock, mid-operation."""
+
+    def added(self, count: int = 1) -> None:
+        """Keys entered the waiting state (an add merged into a waiting key is not one)."""
+        ...
+
+    def taken(self, waited_seconds: float) -> None:
+        """``take_due`` handed out a key that had been due for ``waited_seconds``."""
+        ...
+
+    def retried(self) -> None:
+        """A run's key was settled with backoff (``Requeue.BACKOFF``)."""
+        ...
+
+
+class Unobserved:
+    """The default observer: reports nowhere."""
+
+    def added(self, count: int = 1) -> None:
+        return None
+
+    def taken(self, waited_seconds: float) -> None:
+        return None
+
+    def retried(self) -> None:
+        return None
+
+
 class KeyedQueue(CoordinationStore, Protocol):
     """The keyed-queue interface both running modes use (design.md "Running modes").
 
     It extends the engine's ``CoordinationStore`` (S4.10.0 not-found records, kept 1 h; S6.5
-    stall first-seen times), so the queue backend is the engine's store.
+    stall first-seen times), so the queue backend is the engine's store. ``observer`` hears
+    adds, takes and backoff requeues (metrics); by default nothing does.
     """
+
+    observer: QueueObserver
 
     def add(
         self,
@@ -198,6 +233,10 @@ class KeyedQueue(CoordinationStore, Protocol):
 
     def depth(self) -> int:
         """How many keys are waiting (reported on /readyz while the S8.7 check holds them)."""
+        ...
+
+    def due_count(self) -> int:
+        """How many waiting keys are due now (client-go's depth: ready, not yet taken)."""
         ...
 
     def mark_generation(self) -> bool:

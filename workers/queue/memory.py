@@ -24,9 +24,11 @@ from .base import (
     KeyedQueue,
     Lock,
     Priority,
+    QueueObserver,
     Requeue,
     Ticket,
     Timer,
+    Unobserved,
     check_requeue,
     next_timer,
 )
@@ -69,6 +71,7 @@ class MemoryQueue(KeyedQueue):
     """``KeyedQueue`` in memory, safe across threads (one mutex; every operation is short)."""
 
     NOT_FOUND_TTL_SECONDS = NOT_FOUND_TTL_SECONDS
+    observer: QueueObserver = Unobserved()  # metrics (workers/metrics.py) set their own
 
     def __init__(self, clock: Clock = time.monotonic, rng: random.Random | None = None) -> None:
         self._clock = clock
@@ -143,13 +146,14 @@ class MemoryQueue(KeyedQueue):
             for priority in Priority:
                 heap = self._heaps[priority]
                 while heap and len(tickets) < limit and heap[0][0] <= now:
-                    _, seq, key = heapq.heappop(heap)
+                    due, seq, key = heapq.heappop(heap)
                     waiting = self._waiting.get(key)
                     if waiting is None or waiting.seq != seq:
                         continue  # superseded by a later add/schedule, or forgotten
                     del self._waiting[key]
                     self._dispatched[key] = _Dispatched(now, priority, waiting.forced)
                     tickets.append(Ticket(key, waiting.forced, priority))
+                    self.observer.taken(now - due)
         return tickets
 
     def redispatch_stale(self, older_than: float) -> int:
@@ -234,6 +238,8 @@ class MemoryQueue(KeyedQueue):
                 resync_seconds=resync_seconds,
                 rng=self._rng,
             )
+            if requeue is Requeue.BACKOFF:
+                self.observer.retried()
             self._settle(key, now, timer, forced_full_next)
             waiting = self._waiting.get(key)
             return None if waiting is None else waiting.due - now
@@ -263,6 +269,11 @@ class MemoryQueue(KeyedQueue):
     def depth(self) -> int:
         with self._mutex:
             return len(self._waiting)
+
+    def due_count(self) -> int:
+        with self._mutex:
+            now = self._clock()
+            return sum(1 for waiting in self._waiting.values() if waiting.due <= now)
 
     def mark_generation(self) -> bool:
         """S8.4: a fresh process's store is empty, so the first call says "lost" (False)."""
@@ -359,6 +370,8 @@ class MemoryQueue(KeyedQueue):
                 current.forced = forced  # no move in the heap needed
                 return
             due, priority = min(due, current.due), min(priority, current.priority)
+        else:
+            self.observer.added()
         seq = next(self._seq)
         self._waiting[key] = _Waiting(due, priority, forced, seq)
         heapq.heappush(self._heaps[priority], (due, seq, key))

@@ -38,8 +38,10 @@ from .base import (
     KeyedQueue,
     Lock,
     Priority,
+    QueueObserver,
     Requeue,
     Ticket,
+    Unobserved,
     check_requeue,
     next_timer,
 )
@@ -52,10 +54,13 @@ local function lock_key(m) return P .. ':lock:' .. m end
 local function due_key(p) return P .. ':due:' .. p end
 
 -- Dedupe (patterns 1, 5): merge into the waiting entry; earlier due, higher priority, forced OR.
+-- Returns 1 when the member was not waiting before (an add, for workqueue_adds_total), else 0.
 local function enqueue(m, due, prio, forced)
   local s = state_key(m)
   local cur = redis.call('HGET', s, 'prio')
+  local added = 1
   if cur then
+    added = 0
     cur = tonumber(cur)
     local cur_due = tonumber(redis.call('ZSCORE', due_key(cur), m))
     if cur_due and cur_due < due then due = cur_due end
@@ -65,6 +70,7 @@ local function enqueue(m, due, prio, forced)
   end
   redis.call('ZADD', due_key(prio), due, m)
   redis.call('HSET', s, 'prio', prio, 'forced', forced)
+  return added
 end
 
 -- A timer set while the key is in flight; the run's finish merges it.
@@ -99,8 +105,7 @@ if in_flight(m) then
   end
   return 0
 end
-enqueue(m, due, prio, forced)
-return 1
+return enqueue(m, due, prio, forced)
 """
 
 # ARGV: prefix, member, due, priority, only_if_unscheduled
@@ -111,25 +116,27 @@ if in_flight(m) then
   return 0
 end
 if only and redis.call('HEXISTS', state_key(m), 'prio') == 1 then return 0 end
-enqueue(m, due, prio, 0)
-return 1
+return enqueue(m, due, prio, 0)
 """
 
-# ARGV: prefix, now, limit, lowest priority value
+# ARGV: prefix, now, limit, lowest priority value. Each row: member, priority, forced, due time
+# (the score as Redis wrote it, a string: Lua numbers would come back truncated to integers).
 _TAKE_DUE = """
 local now, remaining, lowest = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {}
 for p = 0, lowest do
   if remaining <= 0 then break end
-  local members = redis.call('ZRANGEBYSCORE', due_key(p), '-inf', now, 'LIMIT', 0, remaining)
-  for _, m in ipairs(members) do
+  local scored = redis.call(
+    'ZRANGEBYSCORE', due_key(p), '-inf', now, 'WITHSCORES', 'LIMIT', 0, remaining)
+  for i = 1, #scored, 2 do
+    local m, due = scored[i], scored[i + 1]
     local s = state_key(m)
     local forced = redis.call('HGET', s, 'forced') or '0'
     redis.call('ZREM', due_key(p), m)
     redis.call('HDEL', s, 'prio', 'forced')
     redis.call('HSET', s, 'dprio', p, 'dforced', forced)
     redis.call('ZADD', P .. ':dispatched', now, m)
-    out[#out + 1] = {m, p, forced}
+    out[#out + 1] = {m, p, forced, due}
     remaining = remaining - 1
   end
 end
@@ -202,6 +209,7 @@ else
 end
 local due, prio = nil, nil
 local forced = tonumber(ARGV[10])
+local added = 0
 local function want(d, p)
   if due == nil then due, prio = d, p else due, prio = math.min(due, d), math.min(prio, p) end
 end
@@ -210,13 +218,13 @@ if f[3] then want(tonumber(f[3]), tonumber(f[4])) end
 if f[1] == '1' then want(now, 0) end
 if f[2] == '1' or f[5] == '1' then forced = 1 end
 if due ~= nil then
-  enqueue(m, due, prio, forced)
+  added = enqueue(m, due, prio, forced)
 elseif forced == 1 and redis.call('HEXISTS', s, 'prio') == 1 then
   redis.call('HSET', s, 'forced', 1)
 end
 local cur = redis.call('HGET', s, 'prio')
-if cur then return {'ok', redis.call('ZSCORE', due_key(cur), m)} end
-return {'ok', false}
+if cur then return {'ok', redis.call('ZSCORE', due_key(cur), m), added} end
+return {'ok', false, added}
 """
 
 
@@ -273,6 +281,7 @@ class RedisQueue(KeyedQueue):
 
     NOT_FOUND_TTL_SECONDS = NOT_FOUND_TTL_SECONDS
     _FINISH_ATTEMPTS = 8
+    observer: QueueObserver = Unobserved()  # metrics (workers/metrics.py) set their own
 
     def __init__(
         self,
@@ -308,7 +317,7 @@ class RedisQueue(KeyedQueue):
         """Pattern 1: dedupe while waiting; a key in flight is marked dirty (S4.1.4)."""
         now = self._clock()
         due = now + max(delay, 0.0)
-        self._add(
+        added = self._add(
             args=[
                 self._prefix,
                 member(key),
@@ -319,6 +328,8 @@ class RedisQueue(KeyedQueue):
                 delay,
             ]
         )
+        if added == 1:
+            self.observer.added()
 
     def schedule(
         self,
@@ -330,7 +341,7 @@ class RedisQueue(KeyedQueue):
     ) -> None:
         """S4.1.3 timers; S4.1.2: with ``only_if_unscheduled`` an existing due time stays."""
         due = self._clock() + max(delay, 0.0)
-        self._schedule(
+        added = self._schedule(
             args=[
                 self._prefix,
                 member(key),
@@ -339,24 +350,28 @@ class RedisQueue(KeyedQueue):
                 int(only_if_unscheduled),
             ]
         )
+        if added == 1:
+            self.observer.added()
 
     def take_due(self, limit: int = 100) -> list[Ticket]:
         """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC, earliest first; atomic,
         so even two processes that both believe they lead never take a key twice."""
         if limit <= 0:
             return []
-        rows = self._take_due(
-            args=[self._prefix, self._clock(), limit, int(max(Priority))],
-        )
-        return [
-            Ticket(key_of(_text(m)), _text(forced) == "1", Priority(int(p)))
-            for m, p, forced in rows
-        ]
+        now = self._clock()
+        rows = self._take_due(args=[self._prefix, now, limit, int(max(Priority))])
+        tickets = []
+        for m, p, forced, due in rows:
+            tickets.append(Ticket(key_of(_text(m)), _text(forced) == "1", Priority(int(p))))
+            self.observer.taken(now - float(_text(due)))
+        return tickets
 
     def redispatch_stale(self, older_than: float) -> int:
         """A lost message or a killed worker must not lose the key: due again, unless locked."""
         now = self._clock()
-        return int(self._redispatch(args=[self._prefix, now, now - older_than]))
+        count = int(self._redispatch(args=[self._prefix, now, now - older_than]))
+        self.observer.added(count)  # dispatched keys are not waiting: each one enters again
+        return count
 
     # -- per-key lock (S4.1.4) -----------------------------------------------------------
 
@@ -418,6 +433,10 @@ class RedisQueue(KeyedQueue):
             if status == "fenced":
                 return None
             if status == "ok":
+                if requeue is Requeue.BACKOFF:
+                    self.observer.retried()
+                if len(reply) > 2 and reply[2] == 1:
+                    self.observer.added()
                 return None if reply[1] is None else float(_text(reply[1])) - now
         raise RuntimeError(f"finishing {lock.key}: failure count kept changing")
 
@@ -454,6 +473,13 @@ class RedisQueue(KeyedQueue):
         with self._redis.pipeline(transaction=True) as pipe:
             for priority in Priority:
                 pipe.zcard(self._key(f"due:{int(priority)}"))
+            return sum(pipe.execute())
+
+    def due_count(self) -> int:
+        now = self._clock()
+        with self._redis.pipeline(transaction=True) as pipe:
+            for priority in Priority:
+                pipe.zcount(self._key(f"due:{int(priority)}"), "-inf", now)
             return sum(pipe.execute())
 
     def mark_generation(self) -> bool:

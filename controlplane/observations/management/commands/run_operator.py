@@ -5,7 +5,9 @@ a thread pool of reconciles in this one process. Scaled (HIKYO_OPERATOR_REDIS_UR
 set): this process watches and dispatches while it holds the Lease; Celery workers
 (``celery -A workers.celery_app worker``) run the reconciles.
 
-It migrates the observation database before anything records (issue 7 item 5).
+It migrates the observation database before anything records (issue 7 item 5). /metrics
+(S8.6) is served on HIKYO_OPERATOR_METRICS_ADDR (``--metrics-addr``), apart from the probes and
+the dashboard (HIKYO_OPERATOR_HEALTH_ADDR, ``--http-addr``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from django.core.wsgi import get_wsgi_application
 from controlplane.observations import process
 from controlplane.observations.migrate_at_start import MigrationFailed, migrate_observation_store
 from controlplane.observations.recording import BackgroundRecorder
+from workers import metrics
 from workers.engine.settings import SettingsInvalid, parse_address
 from workers.operator_process import (
     OperatorProcess,
@@ -44,10 +47,16 @@ class Command(BaseCommand):
             default=settings.HIKYO_HTTP_ADDR,
             help="where /healthz, /readyz and the dashboard are served (host:port)",
         )
+        parser.add_argument(
+            "--metrics-addr",
+            default=settings.HIKYO_METRICS_ADDR,
+            help="where /metrics is served (host:port; S8.6)",
+        )
 
-    def handle(self, *args: Any, http_addr: str, **options: Any) -> None:
+    def handle(self, *args: Any, http_addr: str, metrics_addr: str, **options: Any) -> None:
         try:  # S8.1: a bad address is one line, not a traceback
             address = parse_address("--http-addr", http_addr, ":8081")
+            metrics_address = parse_address("--metrics-addr", metrics_addr, ":8080")
         except SettingsInvalid as error:
             raise CommandError(str(error)) from None
         try:
@@ -76,6 +85,14 @@ class Command(BaseCommand):
         )
         process.current = operator
         try:
+            metrics_server = metrics.serve(
+                metrics_address, metrics.operator_registry(operator.metrics_collector())
+            )
+        except OSError as error:
+            raise CommandError(
+                f"cannot serve metrics on {metrics_addr}: {error.strerror or type(error).__name__}"
+            ) from None
+        try:
             server = ThreadedWSGIServer(address, WSGIRequestHandler, ipv6=":" in address[0])
         except OSError as error:
             raise CommandError(f"cannot serve http on {http_addr}: {error.strerror}") from error
@@ -87,15 +104,20 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())
         mode = "scaled (Celery on Redis)" if scaled else "embedded"
         log.info(
-            "hikyo-operator running in %s mode as %s; http on %s:%s",
+            "hikyo-operator running in %s mode as %s; http on %s:%s, metrics on %s:%s",
             mode,
             runtime.identity,
             *server.server_address[:2],
+            *metrics_server.server_address[:2],
         )
-        self.stdout.write(f"hikyo-operator {mode}; http on port {server.server_address[1]}")
+        self.stdout.write(
+            f"hikyo-operator {mode}; http on port {server.server_address[1]}, "
+            f"metrics on port {metrics_server.server_address[1]}"
+        )
         operator.start()
         stop.wait()
         log.info("shutting down")
         operator.stop()
         recorder.close()
         server.shutdown()
+        metrics.shutdown(metrics_server)
