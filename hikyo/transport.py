@@ -22,7 +22,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any
@@ -192,8 +192,8 @@ class Answer:
 
     status: int | None
     detail: str = ""
-    headers: Mapping[str, str] | None = None
-    body: bytes | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    body: bytes | None = field(default=None, repr=False)  # may hold values (S0.4)
     oversize: bool = False
 
 

@@ -150,7 +150,7 @@ def test_R16_current_is_synced_and_writes_nothing():
     assert outcome.events == []
     assert "cursor" not in outcome.status and "stamp" not in outcome.status
     assert "Delivery" not in outcome.conditions  # S5.4: untouched by current
-    assert plan.secret is None and plan.stamp_root is None
+    assert plan.secret is None
     assert not outcome.wrote_secret and outcome.fetched
     assert plan.store == [
         StoreNote("clear_not_found", CR_UID),
@@ -268,10 +268,11 @@ def test_R16_S4_8_2_byte_identical_data_skips_the_secret_write(stored, records_t
     assert ("lastDelivery" in outcome.status) is records_time
 
 
-def test_R16_the_fresh_stamp_root_is_created_before_the_secret_write():
+def test_R16_the_stamp_derives_from_the_fresh_root_r12_planned():
+    """R12 plans the fresh root (created before the fetch); R16's stamp derives from it."""
     obs = observed(stamp_root=None, fresh_root=FRESH_ROOT, reach=[])
+    assert planned(obs).stamp_root == FRESH_ROOT
     plan = answered(obs, delivery())
-    assert plan.stamp_root == FRESH_ROOT
     assert plan.outcome.status["stamp"] == compute_stamp(key_for(FRESH_ROOT), DEFAULT_DATA)
 
 

@@ -78,7 +78,7 @@ def assert_failed(plan, *phrases: str) -> None:
     assert outcome.lifecycle == "Retained"
     assert outcome.requeue is Requeue.BACKOFF
     assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "FetchFailed")]
-    assert plan.secret is None and plan.stamp_root is None and plan.finalizers is None
+    assert plan.secret is None and plan.finalizers is None
     for phrase in phrases:
         assert phrase in synced.message
 
@@ -93,7 +93,7 @@ def assert_refused(plan, type_: str, status: str, reason: str, *, clears_cursor:
     assert outcome.requeue is Requeue.RESYNC
     assert outcome.write_status
     assert [(e.type, e.reason) for e in outcome.events] == [("Warning", reason)]
-    assert plan.secret is None and plan.stamp_root is None
+    assert plan.secret is None
     if clears_cursor:
         assert outcome.status["cursor"] is None and outcome.status["cursorBinding"] is None
     else:
@@ -770,7 +770,6 @@ def test_R12_missing_root_with_a_stamped_cr_in_reach_fails_naming_the_remedy():
     obs = observed(stamp_root=None, fresh_root=FRESH_ROOT, reach=[stamped_cr()], not_found=UNREAD)
     plan = stopped(obs)
     assert_failed(plan, "stamp root missing", "HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true")
-    assert plan.stamp_root is None  # never created then
 
 
 def test_R12_missing_root_asks_for_the_reach_before_anything_later():
@@ -821,7 +820,6 @@ def test_R12_an_existing_root_is_used_and_not_recreated():
 def test_R12_a_root_of_the_wrong_length_is_refused_never_replaced(root):
     plan = stopped(observed(stamp_root=root_secret(root), not_found=UNREAD))
     assert_failed(plan, "32")
-    assert plan.stamp_root is None
 
 
 # -- R13 (S4.3) ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The only writer of a reconcile: executes a ``Plan`` through the (fenced) Cluster port in the
-S4.9 order: the coordination notes, the stamp root (S6.3), the Secret, the workload stamps, then
-the status with the cursor (written once, last), then the events.
+S4.9 order: the coordination notes, the Secret, the workload stamps, then the status with the
+cursor (written once, last), then the events. Before the fetch it creates a missing stamp root
+when R12 allows it (``create_stamp_root``).
 
 What a write reveals (a failed verification, a Secret that became another's, a refused patch,
 a 403) turns the plan's outcome into another through the pure ``settle_*`` functions, so the
@@ -10,7 +11,7 @@ status always says what really happened.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .decide_answer import now_text, secret_write_failed, settle_secret
@@ -21,7 +22,7 @@ from .observe import access_allowed
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome, Requeue, failure
 from .pacing import pause_instance
-from .plan import Now, Plan, RolloutPlan, StoreNote
+from .plan import FetchPlan, Now, Plan, RolloutPlan, Stop, StoreNote
 from .ports import Cluster, CoordinationStore, Event, SecretObject
 from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
@@ -51,25 +52,24 @@ def apply(
     settings: OperatorSettings,
     now: Now,
 ) -> Applied:
-    _store_notes(store, plan.store, now)
+    # S6.5 stall records count only once the workloads were judged after the writes held.
+    _store_notes(store, [n for n in plan.store if n.op != "stall_first_seen"], now)
     try:
-        outcome = _writes(plan, observed, cluster, settings)
+        outcome = _writes(plan, observed, cluster)
     except Forbidden as error:  # S4.15
-        resource = error.resource + (f"/{error.subresource}" if error.subresource else "")
-        refused = ForbiddenRead(
-            error.verb,
-            resource,
-            namespace_terminating=error.namespace_terminating,
-            allowed=not error.namespace_terminating
-            and access_allowed(cluster, error, observed.namespace),
+        outcome = forbidden_outcome(
+            _refused(cluster, error, observed.namespace), observed.namespace
         )
-        outcome = forbidden_outcome(refused, observed.namespace)
-        outcome.fetched = plan.outcome.fetched
+    if outcome is plan.outcome:
+        _store_notes(store, [n for n in plan.store if n.op == "stall_first_seen"], now)
+    else:  # a write turned the decision into another outcome; the run still fetched
+        outcome.fetched = outcome.fetched or plan.outcome.fetched
     stored = observed.status
     applied = Applied(outcome, list(stored.get("conditions") or []))
     if outcome.write_status and observed.cr is not None:
         outcome.conditions = {**dict.fromkeys(plan.passed), **outcome.conditions}
-        outcome.forced_sync = requested_value(observed.cr)  # handled once it is recorded
+        if plan.full_run:  # a forced sync is handled by a full reconcile only
+            outcome.forced_sync = requested_value(observed.cr)
         applied = _write_status(cluster, observed, outcome, settings, now)
     for event in applied.outcome.events:
         try:
@@ -102,9 +102,41 @@ def _store_notes(store: CoordinationStore, notes: list[StoreNote], now: Now) -> 
             raise ValueError(f"unknown store note {note.op}")
 
 
-def _writes(
-    plan: Plan, observed: Observed, cluster: Cluster, settings: OperatorSettings
-) -> Outcome:
+def _refused(cluster: Cluster, error: Forbidden, namespace: str) -> ForbiddenRead:
+    resource = error.resource + (f"/{error.subresource}" if error.subresource else "")
+    if error.namespace_terminating:
+        return ForbiddenRead(error.verb, resource, namespace_terminating=True)
+    return ForbiddenRead(error.verb, resource, allowed=access_allowed(cluster, error, namespace))
+
+
+def create_stamp_root(
+    cluster: Cluster, settings: OperatorSettings, observed: Observed, fetch: FetchPlan
+) -> FetchPlan | Stop:
+    """R12 (S6.3): create the root the decision derived its stamp key from, before the fetch.
+    Another process that created one first wins: this run stops unwritten and reruns at once,
+    reading theirs. A 403 is S4.15."""
+    assert fetch.stamp_root is not None
+    try:
+        cluster.create_secret(
+            SecretObject(
+                namespace=settings.operator_namespace,
+                name=STAMP_ROOT_SECRET,
+                data={STAMP_ROOT_KEY: fetch.stamp_root},
+            )
+        )
+    except AlreadyExists:
+        raced = Outcome(
+            reason="StampRootCreatedElsewhere", requeue=Requeue.AFTER, delay=0.0, write_status=False
+        )
+        return Stop(Plan(outcome=raced, step="R12"))
+    except Forbidden as error:
+        refused = _refused(cluster, error, observed.namespace)
+        outcome = forbidden_outcome(refused, observed.namespace)
+        return Stop(Plan(outcome=outcome, passed=fetch.passed, step="R12", full_run=True))
+    return replace(fetch, stamp_root=None)
+
+
+def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
     outcome = plan.outcome
     action = plan.secret
     writer = SecretWriter(cluster)
@@ -122,8 +154,6 @@ def _writes(
         )
     if action is not None and action.kind == "release":
         return outcome
-    if plan.stamp_root is not None and not _create_stamp_root(cluster, settings, plan.stamp_root):
-        return _stamp_root_raced()
     if action is not None:
         try:
             written = _write_secret(writer, plan)
@@ -147,29 +177,6 @@ def _write_secret(writer: SecretWriter, plan: Plan) -> SecretObject | None:
         return writer.empty(action.spec)
     writer.delete_typed(action.spec)
     return None
-
-
-def _create_stamp_root(cluster: Cluster, settings: OperatorSettings, root: bytes) -> bool:
-    """S6.3: create the root the decision used; False when another process created one first
-    (its root is not the one this run's stamps derive from)."""
-    try:
-        cluster.create_secret(
-            SecretObject(
-                namespace=settings.operator_namespace,
-                name=STAMP_ROOT_SECRET,
-                data={STAMP_ROOT_KEY: root},
-            )
-        )
-    except AlreadyExists:
-        return False
-    return True
-
-
-def _stamp_root_raced() -> Outcome:
-    """Nothing written: the next run reads the root another process just created."""
-    return Outcome(
-        reason="StampRootCreatedElsewhere", requeue=Requeue.AFTER, delay=0.0, write_status=False
-    )
 
 
 def _patch_stamps(cluster: Cluster, rollout: RolloutPlan) -> list[str]:

@@ -22,7 +22,13 @@ HIKYOINSTANCES_CRD = "hikyoinstances.hikyo.dev"
 CHECKED_CRDS = (HIKYOSECRETS_CRD, HIKYOINSTANCES_CRD)
 
 # The served-schema fields S8.7 names, as paths below the root's properties.
-REQUIRED_SECRET_FIELDS = (("spec", "allKeys"), ("spec", "target", "type"))
+# status.lastForcedSync: a served schema without it prunes the record, and every run would
+# then be a forced full fetch with a status write (force_sync.py).
+REQUIRED_SECRET_FIELDS = (
+    ("spec", "allKeys"),
+    ("spec", "target", "type"),
+    ("status", "lastForcedSync"),
+)
 ACKNOWLEDGEMENT_PATH = ("spec", "acknowledgedLoaderKeys")
 
 _STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")

@@ -111,7 +111,8 @@ def account_refusal(
     settings: OperatorSettings,
     instance: Mapping[str, Any],
 ) -> Outcome | None:
-    """S2.2.2 before the TokenRequest: a designated, listed ServiceAccount and an audience."""
+    """S2.3 steps 1-3, before the TokenRequest: a designated, listed ServiceAccount and an
+    audience."""
     name = spec.credential_service_account or ""
     if account is None:
         return _not_designated(SERVICE_ACCOUNT_NOT_DESIGNATED, f"ServiceAccount {name} not found")
@@ -147,7 +148,8 @@ def audience_of(instance: Mapping[str, Any]) -> str:
 def from_token(
     spec: SecretSpec, account: Mapping[str, Any], token: str | None, token_error: str
 ) -> Credential | Outcome:
-    """S2.2.2 after the TokenRequest; its failure (Forbidden by resourceNames included) is S2.4."""
+    """S2.3 steps 4-5, after the TokenRequest; its failure (Forbidden by resourceNames
+    included) is S2.4."""
     if token is None:
         name = spec.credential_service_account
         return failure(f"TokenRequest for ServiceAccount {name} failed: {token_error}")

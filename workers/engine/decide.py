@@ -45,7 +45,8 @@ class _Steps:
     def stop(self, outcome: Outcome, **plan: Any) -> Stop:
         if outcome.write_status:
             outcome.conditions = {**dict.fromkeys(self.passed), **outcome.conditions}
-        return Stop(Plan(outcome=outcome, passed=tuple(self.passed), step=self.step, **plan))
+        passed, step = tuple(self.passed), self.step
+        return Stop(Plan(outcome=outcome, passed=passed, step=step, full_run=True, **plan))
 
     def need(self, read: Read) -> Stop | Needs:
         """The read a step needs; S4.15 when that read was the one answered 403."""
@@ -142,7 +143,8 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
         return steps.need(Read.SERVER)
     if observed.server is None:
         return steps.stop(
-            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}")
+            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}"),
+            store=store,  # a binding change discards a pending 404 here too
         )
     if settings.trigger_rollouts and observed.workloads is UNREAD:
         steps.step = "R16"  # read now for S4.9 step 2 and S6.5

@@ -49,6 +49,7 @@ def decide_after_fetch(
     plan.store[:0] = fetch.store
     plan.passed = fetch.passed
     plan.step = "R15" if attempt.gate is not None else "R16"
+    plan.full_run = True
     if plan.outcome.write_status:
         plan.outcome.conditions = {**dict.fromkeys(fetch.passed), **plan.outcome.conditions}
     return plan
@@ -76,7 +77,7 @@ def _answer(
             StoreNote("capabilities", uid, text=capabilities),  # S7.2
         ]
     elif result.outcome is FetchOutcome.AUTHORITATIVE_NOT_FOUND:
-        plan = _not_found(observed, fetch, settings, now)
+        plan = _not_found(observed, fetch, settings, attempt.answered_at or now.wall, now)
     elif result.outcome is FetchOutcome.NOT_MATERIALIZED:  # S4.12
         message = (
             "the environment has no published revision yet (or the pinned one was "
@@ -256,7 +257,7 @@ def _write(
         secret = SecretAction(
             "converge", spec.namespace, spec.target_name, spec.uid, spec, target, content.data
         )
-    plan = Plan(outcome=outcome, secret=secret, stamp_root=fetch.stamp_root)
+    plan = Plan(outcome=outcome, secret=secret)
     plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
     return plan
 
@@ -271,8 +272,11 @@ def _managed(secret: SecretObject | None) -> dict[str, str | None]:
 # -- R16: an authoritative 404 (S4.10) ---------------------------------------------------------
 
 
-def _not_found(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
-    """S4.10.0: act on an authoritative 404 only when a second, cursor-less one confirms it."""
+def _not_found(
+    observed: Observed, fetch: FetchPlan, settings: OperatorSettings, answered: float, now: Now
+) -> Plan:
+    """S4.10.0: act on an authoritative 404 only when a second, cursor-less one confirms it;
+    ``answered`` is the wall time of this 404, which the two are spaced by."""
     spec = fetch.spec
     already_scrubbed = any(
         c.get("type") == SCRUBBED and c.get("status") == "True"
@@ -281,13 +285,13 @@ def _not_found(observed: Observed, fetch: FetchPlan, settings: OperatorSettings,
     wait = settings.not_found_confirmation_seconds
     if not already_scrubbed:
         seen = observed.not_found or None
-        if seen and (seen[0] != fetch.binding or now.wall - seen[1] > NOT_FOUND_RECORD_TTL):
+        if seen and (seen[0] != fetch.binding or answered - seen[1] > NOT_FOUND_RECORD_TTL):
             seen = None
         if seen is None:
-            note = StoreNote("record_not_found", spec.uid, text=fetch.binding, seconds=now.wall)
+            note = StoreNote("record_not_found", spec.uid, text=fetch.binding, seconds=answered)
             return Plan(outcome=_confirming(wait), store=[note])
-        if fetch.cursor is not None or now.wall - seen[1] < wait:
-            return Plan(outcome=_confirming(max(wait - (now.wall - seen[1]), 1.0)))
+        if fetch.cursor is not None or answered - seen[1] < wait:
+            return Plan(outcome=_confirming(max(wait - (answered - seen[1]), 1.0)))
     clear = StoreNote("clear_not_found", spec.uid)
     if spec.target_type == OPAQUE:
         plan = _scrub(observed, fetch, settings, now)
@@ -366,7 +370,7 @@ def _scrubbed(
         },
         wrote_secret=True,
     )
-    plan = Plan(outcome=outcome, secret=action, stamp_root=fetch.stamp_root)
+    plan = Plan(outcome=outcome, secret=action)
     # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
     plan_rollout(plan, observed, fetch, settings, outcome.status["stamp"], patch=True, now=now)
     return plan

@@ -169,8 +169,8 @@ def _writes(plan: Plan, observed: Observed) -> str:
     writes = []
     if plan.finalizers is not None:
         writes.append("the HikyoSecret's finalizers")
-    if plan.stamp_root is not None:
-        writes.append("the stamp root Secret (created)")
+    if observed.stamp_root is None and plan.step in ("R15", "R16"):  # R12 passed
+        writes.append("the stamp root Secret (created before the fetch, S6.3)")
     action = plan.secret
     if action is not None:
         if action.kind == "converge":

@@ -7,6 +7,7 @@ paused by a 429, probed after it stopped answering, or out of tokens.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from .fetched import FetchOutcome, Scope
 from .observed import UNREAD, Observed
@@ -14,6 +15,13 @@ from .pacing import note_answer, pause_left, unresponsive_wait, wait_for_token
 from .plan import FetchAttempt, FetchPlan, Gate, Now
 from .ports import CoordinationStore
 from .settings import OperatorSettings
+
+
+class Clocks(Protocol):
+    """A monotonic timer for the fetch's duration, and the wall clock of its answer."""
+
+    def timer(self) -> float: ...
+    def wall_seconds(self) -> float: ...
 
 
 def fetch(
@@ -24,7 +32,7 @@ def fetch(
     now: Now,
     *,
     sleep: Callable[[float], None],
-    timer: Callable[[], float],
+    clocks: Clocks,
 ) -> FetchAttempt:
     instance_uid = plan.instance_uid
     paused = pause_left(store, instance_uid, now.wall)
@@ -41,7 +49,7 @@ def fetch(
     server = observed.server
     assert server is not None and server is not UNREAD  # R14 passed
     spec = plan.spec
-    started = timer()
+    started = clocks.timer()
     result = server.fetch(
         Scope(spec.org, spec.project, spec.environment),
         token=plan.token,
@@ -51,4 +59,6 @@ def fetch(
     )
     no_answer = result.outcome is FetchOutcome.FAILED and result.status is None
     note_answer(store, instance_uid, result.detail if no_answer else None)
-    return FetchAttempt(result=result, seconds=timer() - started)
+    return FetchAttempt(
+        result=result, seconds=clocks.timer() - started, answered_at=clocks.wall_seconds()
+    )

@@ -151,7 +151,7 @@ def access_allowed(cluster: Cluster, error: Forbidden, namespace: str) -> bool:
 def _token(
     cluster: Cluster, settings: OperatorSettings, spec: SecretSpec, observed: Observed
 ) -> dict[str, Any]:
-    """R6: the TokenRequest of a designated ServiceAccount (S2.2.2); any failure is S2.4."""
+    """R6: the TokenRequest of a designated ServiceAccount (S2.3.4); any failure is S2.4."""
     instance = observed.instance or {}
     audience = (instance.get("spec") or {}).get("audience") or ""
     account = spec.credential_service_account or ""

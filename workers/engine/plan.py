@@ -96,17 +96,17 @@ class StoreNote:
 
 @dataclass
 class Plan:
-    """Everything one run writes, in the S4.9 order ``apply`` follows: the stamp root (only as
-    S6.3 allows), the Secret, the workload stamps, then the status (cursor last) and events."""
+    """Everything one run writes, in the S4.9 order ``apply`` follows: the Secret, the workload
+    stamps, then the status (cursor last) and events."""
 
     outcome: Outcome
     finalizers: list[str] | None = None  # R1/R2: the CR's new finalizer list
-    stamp_root: bytes | None = field(default=None, repr=False)  # S6.3: create this root first
     secret: SecretAction | None = None
     rollout: RolloutPlan | None = None
     store: list[StoreNote] = field(default_factory=list)
     passed: tuple[str, ...] = ()  # condition types the passed steps remove (S5.4)
     step: str = ""  # the S4.2 step that decided ("R0" ... "R16")
+    full_run: bool = False  # a full reconcile's plan (not a rollout-only evaluation)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class FetchPlan:
     cursor: str | None = field(repr=False)
     target: SecretObject | None  # the controlled target, None when absent
     token: str = field(repr=False)  # the R6 bearer, for this fetch only
-    stamp_root: bytes | None = field(default=None, repr=False)  # to create before any write
+    stamp_root: bytes | None = field(default=None, repr=False)  # R12: to create before the fetch
     store: tuple[StoreNote, ...] = ()
     passed: tuple[str, ...] = ()  # condition types the passed steps remove (S5.4)
 
@@ -148,3 +148,4 @@ class FetchAttempt:
     gate: Gate | None = None
     wait: float = 0.0
     seconds: float = 0.0  # how long the fetch took (S8.6 fetch duration)
+    answered_at: float = 0.0  # wall time of the answer (S4.10.0 spaces two 404s by it)

@@ -63,7 +63,7 @@ class Workload:
     uid: str = ""
     generation: int = 0
     targets: frozenset[str] = frozenset()
-    stamps: Mapping[str, str] = field(default_factory=dict)  # target name -> stamp
+    stamps: Mapping[str, str] = field(default_factory=dict, repr=False)  # target -> stamp
     paused: bool = False  # Deployment spec.paused
     replicas: int = 1  # spec.replicas, defaulted to 1 (DaemonSets have none)
     strategy: str = ""  # Deployment strategy.type; StatefulSet/DaemonSet updateStrategy.type
@@ -123,7 +123,7 @@ class ClusterReads(Protocol):
     def get_instance(self, name: str) -> dict[str, Any] | None: ...
     def get_secret(self, namespace: str, name: str) -> SecretObject | None: ...
     def get_service_account(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    # S2.2.2: a TokenRequest creates nothing that lasts; it is the credential read of R6.
+    # S2.3.4: a TokenRequest creates nothing that lasts; it is the credential read of R6.
     def request_token(
         self, namespace: str, service_account: str, audience: str, seconds: int
     ) -> str: ...

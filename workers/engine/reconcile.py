@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .apply import Applied, apply
+from .apply import Applied, apply, create_stamp_root
 from .decide import decide_before_fetch, resync_seconds_of
 from .decide_answer import decide_after_fetch
 from .decide_rollout import decide_rollout_only
@@ -84,9 +84,11 @@ def reconcile(
         now=now,
     )  # R0-R14 reads, in step order
     decision = decide_before_fetch(observed, settings, now)  # R0-R14
+    if isinstance(decision, FetchPlan) and decision.stamp_root is not None:  # R12, S6.3
+        decision = create_stamp_root(cluster, settings, observed, decision)
     if isinstance(decision, FetchPlan):
         attempt = fetch(  # R15
-            observed, decision, store, settings, now, sleep=engine.sleep, timer=engine.timer
+            observed, decision, store, settings, now, sleep=engine.sleep, clocks=engine
         )
         plan = decide_after_fetch(observed, attempt, settings, now)  # R16
     else:
