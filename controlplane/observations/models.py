@@ -29,7 +29,12 @@ class AboutHikyoSecret(models.Model):
 
 
 class TrackedObject(models.Model):
-    """The latest known state of one HikyoSecret (by UID)."""
+    """The latest known state of one HikyoSecret (by UID); shown as "HikyoSecrets" in the admin.
+
+    ``blocking`` is the Ready rule's first blocker (``Type/Reason``, empty when Ready), kept at
+    record time so the list can filter and sort on it. ``deleted_at`` is set by a run that found
+    the CR gone; the row is forgotten with its history once unchecked for a week.
+    """
 
     uid = models.CharField(max_length=64, unique=True)
     namespace = models.CharField(max_length=63)
@@ -44,13 +49,28 @@ class TrackedObject(models.Model):
     last_changed_at = models.DateTimeField(null=True)
     runs_total = models.PositiveBigIntegerField(default=0)
     runs_unchanged = models.PositiveBigIntegerField(default=0)
+    blocking = models.CharField(max_length=130, blank=True)  # first_blocker: "Type/Reason"
+    last_outcome = models.CharField(max_length=64, blank=True)  # the latest run's reason
+    target = models.CharField(max_length=253, blank=True)  # spec.target.name, when known
+    instance = models.CharField(max_length=253, blank=True)  # spec.instanceRef.name (fetched)
+    key_count = models.PositiveIntegerField(null=True)  # status.keyCount
+    last_delivery_at = models.DateTimeField(null=True)  # the run that wrote the Secret
+    last_fetch_at = models.DateTimeField(null=True)
+    last_fetch_status = models.PositiveSmallIntegerField(null=True)  # HTTP status, no answer: None
+    last_fetch_ok_at = models.DateTimeField(null=True)  # the latest 200/304
+    last_forced_sync = models.CharField(max_length=253, blank=True)  # a request id, not a secret
+    last_forced_sync_at = models.DateTimeField(null=True)
+    deleted_at = models.DateTimeField(null=True)
 
     class Meta:
+        verbose_name = "HikyoSecret"
+        verbose_name_plural = "HikyoSecrets"
         ordering = ["namespace", "name"]
         indexes = [
             models.Index(fields=["namespace", "name"]),
             models.Index(fields=["last_checked_at"]),  # forgetting deleted CRs
         ]
+        permissions = [("force_resync", "Can force a resync of HikyoSecrets")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -68,12 +88,16 @@ class ReconcileRun(AboutHikyoSecret):
     fetched = models.BooleanField()
     wrote_secret = models.BooleanField()
     status_written = models.BooleanField()
+    forced_sync = models.CharField(max_length=253, blank=True)  # the force-sync value handled
 
     objects = ReconcileRunManager()
 
     class Meta:
         ordering = ["-started_at", "-id"]
-        indexes = [models.Index(fields=["uid", "-started_at"])]
+        indexes = [
+            models.Index(fields=["uid", "-started_at"]),
+            models.Index(fields=["-started_at", "-id"]),  # the admin's newest-first list
+        ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} {self.reason} at {self.started_at:%Y-%m-%d %H:%M:%S}"
@@ -94,7 +118,10 @@ class ConditionChange(AboutHikyoSecret):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["uid", "-at"])]  # per-object pages and pruning
+        indexes = [
+            models.Index(fields=["uid", "-at"]),  # per-object pages and pruning
+            models.Index(fields=["-at", "-id"]),  # the admin's newest-first list
+        ]
 
     def __str__(self) -> str:
         return f"{self.type}: {self.old_reason or '-'} -> {self.new_reason or '-'}"
@@ -112,7 +139,10 @@ class EventRecord(AboutHikyoSecret):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["uid", "-at"])]
+        indexes = [
+            models.Index(fields=["uid", "-at"]),
+            models.Index(fields=["-at", "-id"]),  # the admin's newest-first list
+        ]
 
     def __str__(self) -> str:
         return f"{self.type} {self.reason}"
@@ -131,7 +161,10 @@ class StatusReport(AboutHikyoSecret):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["uid", "-at"])]
+        indexes = [
+            models.Index(fields=["uid", "-at"]),
+            models.Index(fields=["-at", "-id"]),  # the admin's newest-first list
+        ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} {self.http_status or '-'} {self.outcome}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from workers.engine.conditions import READY, SYNCED
+from workers.engine.conditions import READY, SYNCED, first_blocker
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
 from workers.reporting import ReportAttempt, attempt_fields
@@ -46,10 +46,11 @@ def _by_type(conditions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def record_run(result: RunResult, started: datetime, duration_seconds: float) -> None:
     """Records one reconcile; a recording failure is logged, never raised (it must not block)."""
-    if not result.uid:
-        return  # the CR is gone: nothing to attach the run to
     try:
-        _record(result, started, duration_seconds)
+        if result.uid:
+            _record(result, started, duration_seconds)
+        elif result.outcome.reason == "Gone":
+            _mark_gone(result, started)
     except Exception:
         log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
     _sweep_now_and_then(started)
@@ -76,6 +77,10 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
     if outcome.lifecycle:
         tracked.lifecycle = outcome.lifecycle
     tracked.last_checked_at = started
+    tracked.deleted_at = None  # a run found it: live (again)
+    tracked.blocking = first_blocker(after, tracked.lifecycle or None) or ""
+    tracked.last_outcome = outcome.reason[:64]
+    _note_dashboard_fields(tracked, result, started)
     tracked.runs_total += 1
     if changed:
         tracked.last_changed_at = started
@@ -97,6 +102,7 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
         fetched=outcome.fetched,
         wrote_secret=outcome.wrote_secret,
         status_written=result.status_written,
+        forced_sync=(outcome.forced_sync or "")[:253],
     )
     ReconcileRun.objects.prune(result.uid)
     for type_ in sorted(set(before) | set(after)):
@@ -119,6 +125,49 @@ def _record(result: RunResult, started: datetime, duration_seconds: float) -> No
             **identity, at=started, type=event.type, reason=event.reason, message=event.message
         )
     EventRecord.objects.prune(result.uid)
+
+
+def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: datetime) -> None:
+    """The list's columns that a RunResult tells when it knows them; names and counts only
+    (``outcome.status`` also holds the cursor and stamp: only keyCount/lastDelivery are read)."""
+    outcome = result.outcome
+    target = result.target
+    if isinstance(target, str) and target:
+        tracked.target = target[:253]
+    if result.instance:
+        tracked.instance = result.instance[:253]
+    if "keyCount" in outcome.status:
+        count = outcome.status["keyCount"]
+        tracked.key_count = count if isinstance(count, int) and count >= 0 else None
+    if outcome.status.get("lastDelivery"):
+        tracked.last_delivery_at = started
+    if result.fetch_status is not None or result.fetch_seconds is not None:
+        tracked.last_fetch_at = started
+        tracked.last_fetch_status = result.fetch_status
+        if result.fetch_status in (200, 304):
+            tracked.last_fetch_ok_at = started
+    if outcome.forced_sync and result.status_written:
+        tracked.last_forced_sync = outcome.forced_sync[:253]
+        tracked.last_forced_sync_at = started
+
+
+def _mark_gone(result: RunResult, started: datetime) -> None:
+    """R0 found the CR gone (deleted, or replaced by a new object with the same name): its row
+    is shown as deleted until forget_unchecked removes it with its history.
+
+    A gone run names the UID it was queued for (``gone_uid``); without one (``manage.py
+    reconcile``), rows are matched by name, only rows
+    last checked before this run started (a run that began later and found the name live is
+    about the new object, and any later run of a live object clears ``deleted_at`` again)."""
+    gone_uid = result.gone_uid
+    rows = TrackedObject.objects.filter(deleted_at__isnull=True)
+    if gone_uid:
+        rows = rows.filter(uid=gone_uid)
+    else:
+        rows = rows.filter(
+            namespace=result.namespace, name=result.name, last_checked_at__lt=started
+        )
+    rows.update(deleted_at=started)
 
 
 def record_report(attempt: ReportAttempt) -> None:

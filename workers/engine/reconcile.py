@@ -66,6 +66,8 @@ class RunResult:
     instance: str = ""  # the HikyoInstance fetched from, when the run fetched
     fetch_seconds: float | None = None  # how long the fetch took, when the run fetched
     fetch_status: int | None = None  # the fetch's HTTP status, None without an answer
+    target: str = ""  # spec.target.name, for the dashboard
+    gone_uid: str = ""  # the UID asked for when the CR turned out gone (R0)
 
 
 def reconcile(
@@ -102,7 +104,7 @@ def reconcile(
             owner,
         )
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
-    result = _result(observed, applied, plan.step)
+    result = _result(observed, applied, plan.step, asked_uid=uid)
     if attempt is not None and attempt.result is not None:
         result.instance = decision.spec.instance_name
         result.fetch_seconds, result.fetch_status = attempt.seconds, attempt.result.status
@@ -142,10 +144,16 @@ def _stored_conditions(observed: Observed) -> list[dict[str, Any]]:
     return list(observed.status.get("conditions") or [])
 
 
-def _result(observed: Observed, applied: Applied, step: str = "") -> RunResult:
+def _result(
+    observed: Observed, applied: Applied, step: str = "", *, asked_uid: str | None = None
+) -> RunResult:
     if observed.cr is None:
-        return RunResult(applied.outcome, observed.namespace, observed.name, step=step)
+        gone = asked_uid or ""
+        return RunResult(
+            applied.outcome, observed.namespace, observed.name, step=step, gone_uid=gone
+        )
     metadata = observed.metadata
+    target = ((observed.cr.get("spec") or {}).get("target") or {}).get("name")
     return RunResult(
         outcome=applied.outcome,
         namespace=observed.namespace,
@@ -158,4 +166,5 @@ def _result(observed: Observed, applied: Applied, step: str = "") -> RunResult:
         events_emitted=applied.events_emitted,
         resync_seconds=resync_seconds_of(observed.cr),
         step=step,
+        target=target if isinstance(target, str) else "",
     )

@@ -1,0 +1,480 @@
+"""The dashboard (issue 10): a read-only Django admin over the observation records.
+
+- ``/admin/observations/trackedobject/overview/``: counts per lifecycle and Ready, overall, per
+  HikyoInstance and per namespace; the not-Ready objects first; the operator process's facts.
+- ``/admin/observations/trackedobject/``: the HikyoSecrets list (filters, search, sorting).
+- ``/admin/observations/trackedobject/<id>/change/``: one HikyoSecret (conditions, timeline,
+  events, reports, remediation, a ``kubectl describe`` line, the force-resync button).
+- ``/admin/observations/trackedobject/<id>/force-resync/``: POST only, the button's target.
+
+Every observation admin is view-only (no add, change or delete); the only write is the
+force-resync request (an annotation on the CR, not a database change), which needs the
+``observations.force_resync`` permission and is recorded in LogEntry. Kubernetes is the truth:
+nothing here reads a value, token, cursor or stamp (S0.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import unquote
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from workers.engine.conditions import (
+    CONFLICT,
+    CREDENTIAL_EXPIRY,
+    DELIVERY,
+    DESIGNATION,
+    PIN_EXPIRY,
+    READY,
+    ROLLOUT,
+    SCRUBBED,
+    SYNCED,
+    UNRECONCILED,
+)
+
+from . import dashboard, forcing, process
+from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
+
+FORCE_PERMISSION = "observations.force_resync"
+TIMELINE_ROWS = 100  # per kind; the tables keep up to 300 per object (managers.py)
+EVENTS_SHOWN = 100
+REPORTS_SHOWN = 50
+FAILURES_NAMED = 5  # a failed request names this many objects in its one-line message
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Observation rows are written by the recorder only (design.md principle 3)."""
+
+    show_full_result_count = False  # one COUNT per page, not two
+    list_per_page = 100
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LifecycleFilter(admin.SimpleListFilter):
+    title = "lifecycle"
+    parameter_name = "lifecycle"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in dashboard.LIFECYCLES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value == dashboard.UNRECONCILED:
+            return queryset.exclude(lifecycle__in=dashboard.LIFECYCLES[:-1])
+        if value in dashboard.LIFECYCLES:
+            return queryset.filter(lifecycle=value)
+        return queryset
+
+
+class ReadyFilter(admin.SimpleListFilter):
+    title = "Ready"
+    parameter_name = "ready"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("True", "True"),
+            ("False", "False"),
+            ("Unknown", "Unknown"),
+            ("not", "not Ready (False or Unknown)"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value == "True":
+            return queryset.filter(ready=True)
+        if value == "False":
+            return queryset.filter(ready=False)
+        if value == "Unknown":
+            return queryset.filter(ready__isnull=True)
+        if value == "not":
+            return queryset.exclude(ready=True)
+        return queryset
+
+
+class StateFilter(admin.SimpleListFilter):
+    title = "in the cluster"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("present", "present"), ("deleted", "deleted")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "present":
+            return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "deleted":
+            return queryset.filter(deleted_at__isnull=False)
+        return queryset
+
+
+class BlockingFilter(admin.AllValuesFieldListFilter):
+    title = "blocking reason"
+
+
+def fixed_filter(field: str, title: str, choices: tuple[str, ...]) -> type[admin.SimpleListFilter]:
+    """A filter with fixed choices: no DISTINCT scan over a history table of millions of rows
+    (AllValuesFieldListFilter's query)."""
+
+    class Fixed(admin.SimpleListFilter):
+        parameter_name = field
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            return [(choice, choice) for choice in choices]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+            value = self.value()
+            return queryset.filter(**{field: value}) if value in choices else queryset
+
+    Fixed.title = title
+    Fixed.__name__ = f"{field.title()}Filter"
+    return Fixed
+
+
+CONDITION_TYPES = (
+    READY,
+    SYNCED,
+    DESIGNATION,
+    CONFLICT,
+    DELIVERY,
+    SCRUBBED,
+    ROLLOUT,
+    CREDENTIAL_EXPIRY,
+    PIN_EXPIRY,
+    UNRECONCILED,
+)
+
+
+@admin.register(TrackedObject)
+class TrackedObjectAdmin(ReadOnlyAdmin):
+    list_display = (
+        "namespace",
+        "name",
+        "target",
+        "instance",
+        "lifecycle_shown",
+        "ready_shown",
+        "blocking_shown",
+        "last_delivery_at",
+        "last_checked_at",
+        "key_count",
+        "runs_total",
+    )
+    list_display_links = ("name",)
+    list_filter = (
+        "namespace",
+        "instance",
+        LifecycleFilter,
+        ReadyFilter,
+        ("blocking", BlockingFilter),
+        StateFilter,
+    )
+    search_fields = ("name", "target")
+    actions = ["force_resync"]
+    # The list reads one table, one page: no related rows, so no N+1 (tests count the queries).
+    list_select_related = False
+
+    @admin.display(description="lifecycle", ordering="lifecycle")
+    def lifecycle_shown(self, obj: TrackedObject) -> str:
+        shown = dashboard.lifecycle_of(obj.lifecycle)
+        return f"{shown} (deleted)" if obj.deleted_at else shown
+
+    @admin.display(description="Ready", ordering="ready")
+    def ready_shown(self, obj: TrackedObject) -> str:
+        return dashboard.ready_label(obj.ready)
+
+    @admin.display(description="blocking reason", ordering="blocking")
+    def blocking_shown(self, obj: TrackedObject) -> str:
+        return obj.blocking or "-"
+
+    # -- permissions -------------------------------------------------------------------------
+
+    def has_force_resync_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(FORCE_PERMISSION)
+
+    # -- force resync ------------------------------------------------------------------------
+
+    @admin.action(permissions=["force_resync"], description="Force resync selected HikyoSecrets")
+    def force_resync(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._force(request, list(queryset))
+
+    def _force(self, request: HttpRequest, objects: list[TrackedObject]) -> forcing.Requested:
+        done = forcing.request_resync(objects)
+        if done.error:
+            self.message_user(request, f"Force resync failed: {done.error}", messages.ERROR)
+            return done
+        message = forcing.log_message(done.value)
+        for tracked in done.asked:
+            self.log_change(request, tracked, message)
+        if done.asked:
+            names = ", ".join(str(t) for t in done.asked[:FAILURES_NAMED])
+            more = f" and {len(done.asked) - FAILURES_NAMED} more" if len(done.asked) > 5 else ""
+            self.message_user(
+                request,
+                f"{message} for {len(done.asked)} HikyoSecret(s): {names}{more}.",
+                messages.SUCCESS,
+            )
+        problems = done.failed + done.skipped
+        if problems:
+            named = "; ".join(f"{t}: {why}" for t, why in problems[:FAILURES_NAMED])
+            more = f"; and {len(problems) - FAILURES_NAMED} more" if len(problems) > 5 else ""
+            self.message_user(
+                request,
+                f"Force resync not requested for {len(problems)} HikyoSecret(s): {named}{more}",
+                messages.ERROR,
+            )
+        return done
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Without the permission the action is not offered; posting it anyway is refused
+        # outright (403) rather than answered with "no action selected".
+        if (
+            request.method == "POST"
+            and request.POST.get("action") == "force_resync"
+            and not self.has_force_resync_permission(request)
+        ):
+            raise PermissionDenied
+        return super().changelist_view(request, extra_context)
+
+    def force_resync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        tracked = self.get_object(request, unquote(object_id))
+        if tracked is None:
+            raise Http404("no such HikyoSecret")
+        if not self.has_view_permission(request, tracked) or not (
+            self.has_force_resync_permission(request, tracked)
+        ):
+            raise PermissionDenied
+        self._force(request, [tracked])
+        return HttpResponseRedirect(
+            reverse("admin:observations_trackedobject_change", args=[tracked.pk])
+        )
+
+    # -- pages -------------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("overview/", wrap(self.overview_view), name="observations_overview"),
+            path(
+                "<path:object_id>/force-resync/",
+                wrap(require_POST(self.force_resync_view)),
+                name="observations_trackedobject_force_resync",
+            ),
+            *super().get_urls(),
+        ]
+
+    def overview_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        now = timezone.now()
+        summary = dashboard.summary()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Overview",
+            "opts": self.model._meta,
+            "summary": summary,
+            "overall_list": [summary.overall],
+            "lifecycles": dashboard.LIFECYCLES,
+            "not_ready": dashboard.not_ready(),
+            "not_ready_shown": dashboard.NOT_READY_SHOWN,
+            "deleted": TrackedObject.objects.filter(deleted_at__isnull=False).count(),
+            "instances": dashboard.instance_facts(now),
+            "operator": dashboard.operator_facts(
+                process.current, scaled_by_settings=bool(getattr(settings, "REDIS_URL", None))
+            ),
+            "changelist_url": reverse("admin:observations_trackedobject_changelist"),
+        }
+        return TemplateResponse(request, "observations/overview.html", context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The detail page (read-only: a page of its own rather than a disabled form)."""
+        tracked = self.get_object(request, unquote(object_id))
+        if tracked is None:
+            raise Http404("no such HikyoSecret")
+        if not self.has_view_permission(request, tracked):
+            raise PermissionDenied
+        blocker, remediation = dashboard.remediation_for(tracked)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"HikyoSecret {tracked}",
+            "subtitle": str(tracked),
+            "opts": self.model._meta,
+            "original": tracked,
+            "tracked": tracked,
+            "lifecycle": dashboard.lifecycle_of(tracked.lifecycle),
+            "ready": dashboard.ready_label(tracked.ready),
+            "conditions": [_condition_row(c) for c in tracked.conditions or []],
+            "blocker": blocker,
+            "remediation": remediation,
+            "kubectl": dashboard.kubectl_describe(tracked),
+            "timeline": _timeline(tracked),
+            "events": list(EventRecord.objects.filter(uid=tracked.uid)[:EVENTS_SHOWN]),
+            "reports": [
+                _report_row(r) for r in StatusReport.objects.filter(uid=tracked.uid)[:REPORTS_SHOWN]
+            ],
+            "can_force": self.has_force_resync_permission(request, tracked),
+            "force_url": reverse(
+                "admin:observations_trackedobject_force_resync", args=[tracked.pk]
+            ),
+            "changelist_url": reverse("admin:observations_trackedobject_changelist"),
+            "overview_url": reverse("admin:observations_overview"),
+        }
+        return TemplateResponse(request, "observations/detail.html", context)
+
+
+def _condition_row(condition: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": condition.get("type") or "",
+        "status": condition.get("status") or "",
+        "reason": condition.get("reason") or "",
+        "message": condition.get("message") or "",
+        "observed_generation": condition.get("observedGeneration"),
+        "last_transition": condition.get("lastTransitionTime") or "",
+    }
+
+
+def _report_row(report: StatusReport) -> dict[str, Any]:
+    sent = []
+    for condition in report.conditions or []:
+        if isinstance(condition, dict):
+            type_, status = condition.get("type", "?"), condition.get("status", "?")
+            sent.append(f"{type_}={status}/{condition.get('reason', '')}")
+    return {"report": report, "sent": ", ".join(sent) or "-"}
+
+
+def _timeline(tracked: TrackedObject) -> list[dict[str, Any]]:
+    """ConditionChanges, ReconcileRuns and force-resync requests (LogEntry), newest first.
+    A request shows the run that handled its value, or "not handled yet"."""
+    runs = list(ReconcileRun.objects.filter(uid=tracked.uid)[:TIMELINE_ROWS])
+    changes = list(ConditionChange.objects.filter(uid=tracked.uid)[:TIMELINE_ROWS])
+    requests = list(
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(TrackedObject),
+            object_id=str(tracked.pk),
+        )
+        .select_related("user")
+        .order_by("-action_time")[:TIMELINE_ROWS]
+    )
+    handled = {run.forced_sync: run for run in runs if run.forced_sync}
+    if tracked.last_forced_sync and tracked.last_forced_sync not in handled:
+        handled[tracked.last_forced_sync] = None  # type: ignore[assignment]
+    entries: list[dict[str, Any]] = []
+    for run in runs:
+        what = f"run: {run.reason}"
+        if run.forced_sync:
+            what += f" (handled {forcing.FORCE_SYNC_ANNOTATION}={run.forced_sync})"
+        entries.append(
+            {
+                "at": run.started_at,
+                "kind": "run",
+                "what": what,
+                "lifecycle": run.lifecycle or "-",
+                "duration": f"{run.duration_ms} ms",
+                "fetched": "yes" if run.fetched else "no",
+                "wrote": "yes" if run.wrote_secret else "no",
+                "message": run.message,
+            }
+        )
+    for change in changes:
+        old = f"{change.old_status or '-'}/{change.old_reason or '-'}"
+        new = f"{change.new_status or '-'}/{change.new_reason or '-'}"
+        entries.append(
+            {
+                "at": change.at,
+                "kind": "condition",
+                "what": f"{change.type}: {old} → {new}",
+                "message": change.message,
+            }
+        )
+    for entry in requests:
+        value = forcing.value_of(entry.get_change_message())
+        if not value:
+            continue
+        state = "handled" if value in handled else "not handled yet"
+        entries.append(
+            {
+                "at": entry.action_time,
+                "kind": "force resync",
+                "what": f"requested by {entry.user}: {forcing.FORCE_SYNC_ANNOTATION}={value}",
+                "message": state,
+            }
+        )
+    entries.sort(key=lambda e: e["at"], reverse=True)
+    return entries
+
+
+@admin.register(ReconcileRun)
+class ReconcileRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "started_at",
+        "namespace",
+        "name",
+        "reason",
+        "lifecycle",
+        "duration_ms",
+        "fetched",
+        "wrote_secret",
+        "status_written",
+        "forced_sync",
+    )
+    list_filter = ("fetched", "wrote_secret", "started_at")
+    search_fields = ("=namespace", "name")
+
+
+@admin.register(ConditionChange)
+class ConditionChangeAdmin(ReadOnlyAdmin):
+    list_display = (
+        "at",
+        "namespace",
+        "name",
+        "type",
+        "old_status",
+        "old_reason",
+        "new_status",
+        "new_reason",
+    )
+    list_filter = (
+        fixed_filter("type", "type", CONDITION_TYPES),
+        fixed_filter("new_status", "new status", ("True", "False", "Unknown")),
+        "at",
+    )
+    search_fields = ("=namespace", "name")
+
+
+@admin.register(EventRecord)
+class EventRecordAdmin(ReadOnlyAdmin):
+    list_display = ("at", "namespace", "name", "type", "reason", "message")
+    list_filter = (fixed_filter("type", "type", ("Normal", "Warning")), "at")
+    search_fields = ("=namespace", "name")
+
+
+@admin.register(StatusReport)
+class StatusReportAdmin(ReadOnlyAdmin):
+    list_display = ("at", "namespace", "name", "http_status", "outcome")
+    list_filter = ("at",)
+    search_fields = ("=namespace", "name")

@@ -1,0 +1,132 @@
+"""The dashboard's pure parts (controlplane/observations/dashboard.py): the overview's tallies
+from grouped rows, what the operator process tells (or "unknown"), and the remediation for a
+stored object's first blocker (issue 10 items 1 and 3)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from controlplane.observations import dashboard
+from controlplane.observations.models import TrackedObject
+
+
+def _row(namespace: str, instance: str, lifecycle: str, ready: bool | None, n: int) -> dict:
+    return {
+        "namespace": namespace,
+        "instance": instance,
+        "lifecycle": lifecycle,
+        "ready": ready,
+        "n": n,
+    }
+
+
+def test_summarize_counts_lifecycles_and_ready_overall_per_instance_and_per_namespace():
+    summary = dashboard.summarize(
+        [
+            _row("a", "prod", "Synced", True, 7),
+            _row("a", "prod", "Refused", False, 2),
+            _row("b", "prod", "Retained", False, 1),
+            _row("b", "", "", None, 3),  # never reconciled: Unreconciled, instance unknown
+            _row("b", "dev", "Scrubbed", False, 1),
+            _row("b", "dev", "SomethingNew", False, 1),  # an unknown lifecycle: Unreconciled
+        ]
+    )
+    overall = summary.overall
+    assert overall.total == 15 and overall.ready == 7 and overall.not_ready == 8
+    assert dict(zip(dashboard.LIFECYCLES, overall.lifecycle_counts, strict=True)) == {
+        "Synced": 7,
+        "Retained": 1,
+        "Refused": 2,
+        "Scrubbed": 1,
+        "Unreconciled": 4,
+    }
+    assert overall.ready_ratio == "7/15 (46 %)"
+    assert [(t.label, t.key, t.total) for t in summary.per_instance] == [
+        ("(not fetched yet)", "", 3),
+        ("dev", "dev", 2),
+        ("prod", "prod", 10),
+    ]
+    namespaces = [(t.label, t.total, t.ready) for t in summary.per_namespace]
+    assert namespaces == [("a", 9, 7), ("b", 6, 0)]
+
+
+def test_an_empty_store_summarizes_to_zeroes():
+    summary = dashboard.summarize([])
+    assert summary.overall.total == 0 and summary.overall.ready_ratio == "0/0"
+    assert summary.per_instance == [] and summary.per_namespace == []
+
+
+class _Queue:
+    def __init__(self, depth: Any) -> None:
+        self._depth = depth
+
+    def depth(self) -> int:
+        if isinstance(self._depth, Exception):
+            raise self._depth
+        return self._depth
+
+
+def _operator(*, leading: bool, scaled: bool = False, depth: Any = 4, holder: str = "other-1"):
+    return SimpleNamespace(
+        send_task=(lambda ticket: None) if scaled else None,
+        runtime=SimpleNamespace(identity="me-1", queue=_Queue(depth)),
+        is_leader=lambda: leading,
+        elector=SimpleNamespace(_observed=(holder, "2026-01-01T00:00:00Z")),
+    )
+
+
+def test_operator_facts_of_the_leader_in_embedded_mode():
+    facts = dashboard.operator_facts(_operator(leading=True), scaled_by_settings=False)
+    assert (facts.leader, facts.mode, facts.queue_depth) == ("me-1", "embedded", "4")
+    assert facts.this_process == "me-1 (leader)"
+
+
+def test_a_scaled_standby_names_the_holder_and_reads_the_shared_queue():
+    facts = dashboard.operator_facts(_operator(leading=False, scaled=True), scaled_by_settings=True)
+    assert (facts.leader, facts.mode, facts.queue_depth) == ("other-1", "scaled", "4")
+
+
+def test_an_embedded_standby_does_not_claim_the_leaders_queue_depth():
+    facts = dashboard.operator_facts(_operator(leading=False), scaled_by_settings=False)
+    assert facts.queue_depth == "unknown"
+
+
+@pytest.mark.parametrize("operator", [None, SimpleNamespace()])
+def test_whatever_the_process_cannot_tell_is_unknown_never_an_error(operator):
+    facts = dashboard.operator_facts(operator, scaled_by_settings=True)
+    assert facts.leader == "unknown" and facts.queue_depth == "unknown"
+    assert facts.mode == "scaled"
+
+
+def test_an_unreachable_queue_store_is_unknown():
+    operator = _operator(leading=True, scaled=True, depth=ConnectionError("redis down"))
+    assert dashboard.operator_facts(operator, scaled_by_settings=True).queue_depth == "unknown"
+
+
+def test_the_remediation_for_an_undelivered_secrets_object_names_its_keys():
+    tracked = TrackedObject(
+        namespace="payments",
+        name="env",
+        lifecycle="Refused",
+        ready=False,
+        instance="prod",
+        target="payments-env",
+        conditions=[
+            {"type": "Ready", "status": "False", "reason": "Blocked", "message": "not ready"},
+            {"type": "Synced", "status": "True", "reason": "Delivered", "message": ""},
+            {
+                "type": "Delivery",
+                "status": "False",
+                "reason": "UndeliveredSecrets",
+                "message": "the server delivered only the presence of secret keys "
+                "DB_PASSWORD, API_KEY: nothing was written",
+            },
+        ],
+    )
+    blocker, text = dashboard.remediation_for(tracked)
+    assert blocker == "Delivery/UndeliveredSecrets"
+    assert "machine-reveal" in text and "DB_PASSWORD, API_KEY" in text
+    assert dashboard.kubectl_describe(tracked) == "kubectl describe hksec -n payments env"
