@@ -31,15 +31,31 @@ from workers.engine.settings import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env(DJANGO_ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]))
+env = environ.Env()
 
 # django-environ reads any unknown word as False; S8.1 booleans refuse it instead.
 DEBUG: bool = parse_bool("DJANGO_DEBUG", env.str("DJANGO_DEBUG", default=""), False)
 # The dashboard never shows a value, but sessions still need a key; a per-process random key
-# is safe for the embedded default (sessions then last one process lifetime).
+# is safe for the embedded default (sessions then last one process lifetime). Scaled replicas
+# need one shared key (a Secret) for a login to hold on all of them: run_operator warns.
+SECRET_KEY_FROM_ENVIRONMENT = bool(env.str("DJANGO_SECRET_KEY", default=""))
 SECRET_KEY: str = env.str("DJANGO_SECRET_KEY", default="") or secrets.token_urlsafe(50)
-# The dashboard's Host check; the probes answer any Host (views.ProbesAnyHost, S8.3).
-ALLOWED_HOSTS: list[str] = env("DJANGO_ALLOWED_HOSTS")
+
+
+def host_list(raw: str, default: list[str]) -> list[str]:
+    """A comma-separated list, blanks dropped; unset or blank means ``default``."""
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    return items or default
+
+
+# The dashboard's Host check; the probes answer any Host (views.ProbesAnyHost, S8.3). Behind a
+# Service or an Ingress list the names clients use: "hikyo-operator.hikyo-system.svc,
+# dashboard.example.com" (a leading dot matches subdomains). localhost serves port-forwards.
+ALLOWED_HOSTS: list[str] = host_list(
+    env.str("DJANGO_ALLOWED_HOSTS", default=""), ["localhost", "127.0.0.1", "[::1]"]
+)
+# Origins (scheme://host[:port]) a proxy presents that differ from the Host Django sees.
+CSRF_TRUSTED_ORIGINS: list[str] = host_list(env.str("DJANGO_CSRF_TRUSTED_ORIGINS", default=""), [])
 
 DATA_DIR = Path(env.str("HIKYO_OPERATOR_DATA_DIR", default=str(BASE_DIR / "var")))
 
@@ -160,6 +176,9 @@ MIDDLEWARE = [
     # First: /healthz, /readyz and /metrics answer any Host (probes hit the pod IP, S8.3).
     "controlplane.observations.views.ProbesAnyHost",
     "django.middleware.security.SecurityMiddleware",
+    "controlplane.observations.security.ContentSecurityPolicy",
+    # Static files answer here, before sessions and the database (whitenoise's documented spot).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -200,6 +219,50 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Static files (the admin's CSS, JS and icons) are served by whitenoise, DEBUG on or off.
+# Default: straight from the installed apps through Django's finders, so there is no
+# collectstatic step to forget and nothing to write in a read-only container; whitenoise reads
+# the few hundred files' metadata once at start. DJANGO_STATIC_ROOT names a directory filled at
+# image build by `manage.py collectstatic`; it is then served instead of the finders.
+STATIC_ROOT: str | None = env.str("DJANGO_STATIC_ROOT", default="") or None
+WHITENOISE_USE_FINDERS = STATIC_ROOT is None
+
+# The dashboard's browser security (issue 10 item 6). Django's own: CSRF on every POST (the
+# CsrfViewMiddleware above), no framing, no MIME sniffing, the referrer kept on this origin.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Ours (controlplane.observations.security; Django 5.2 has none): the admin loads scripts,
+# styles, images and fonts from its own static files and has no inline script or style.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "font-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'; object-src 'none'"
+)
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True  # the admin's forms carry the token; no script reads the cookie
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = 8 * 60 * 60  # a working day, then log in again
+# Sessions live in the database (Django's default engine, said here because scaled mode
+# relies on it): every run_operator replica sees the same logins through PostgreSQL.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+# HIKYO_OPERATOR_HTTPS=true: the dashboard is reached over https through a TLS-terminating
+# proxy (an Ingress) that sets X-Forwarded-Proto: https and drops any the client sent. Then the
+# cookies are Secure, HSTS is sent on https responses, and CSRF's origin check expects https.
+# The operator itself serves plain HTTP (probes and port-forwards keep working); redirecting
+# http to https is the proxy's job: done here it loops when the proxy omits the header.
+HTTPS: bool = parse_bool("HIKYO_OPERATOR_HTTPS", env.str("HIKYO_OPERATOR_HTTPS", default=""), False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 60 * 60
+    # This host only, never preloaded: the domain's other hosts are not ours to commit.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = False
+    # `check --deploy` is clean but for these choices: W008 SECURE_SSL_REDIRECT (the proxy's,
+    # above), W005 and W021 (includeSubDomains, preload).
+    SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W008", "security.W021"]
 
 # Celery reads CELERY_* from here (workers/celery_app.py). Only used in scaled mode.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -242,19 +305,29 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"without_traceback": {"()": "controlplane.observations.security.WithoutTraceback"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console_short": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["without_traceback"],
+        },
+    },
     "root": {
         "handlers": ["console"],
         "level": parse_log_level("HIKYO_LOG_LEVEL", env.str("HIKYO_LOG_LEVEL", default=""), "INFO"),
     },
     "loggers": {
+        # An unlisted Host on a dashboard path: one line naming it, no traceback.
+        "django.security.DisallowedHost": {"handlers": ["console_short"], "propagate": False},
         "workers": {
             "level": parse_log_level(
                 "HIKYO_WORKERS_LOG_LEVEL",
                 env.str("HIKYO_WORKERS_LOG_LEVEL", default=""),
                 "NOTSET",
             )
-        }
+        },
     },
 }
 

@@ -7,7 +7,8 @@ set): this process watches and dispatches while it holds the Lease; Celery worke
 
 It migrates the observation database before anything records (issue 7 item 5). /metrics
 (S8.6) is served on HIKYO_OPERATOR_METRICS_ADDR (``--metrics-addr``), apart from the probes and
-the dashboard (HIKYO_OPERATOR_HEALTH_ADDR, ``--http-addr``).
+the dashboard (HIKYO_OPERATOR_HEALTH_ADDR, ``--http-addr``), which a production WSGI server
+(cheroot, ``controlplane.observations.serving``) serves in this process.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from django.core.wsgi import get_wsgi_application
 
-from controlplane.observations import process
+from controlplane.observations import process, serving
 from controlplane.observations.migrate_at_start import MigrationFailed, migrate_observation_store
 from controlplane.observations.recording import BackgroundRecorder
 from workers import metrics
@@ -93,25 +93,31 @@ class Command(BaseCommand):
                 f"cannot serve metrics on {metrics_addr}: {error.strerror or type(error).__name__}"
             ) from None
         try:
-            server = ThreadedWSGIServer(address, WSGIRequestHandler, ipv6=":" in address[0])
+            http = serving.serve(address, get_wsgi_application())
         except OSError as error:
-            raise CommandError(f"cannot serve http on {http_addr}: {error.strerror}") from error
-        server.set_app(get_wsgi_application())
-        threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+            metrics.shutdown(metrics_server)
+            raise CommandError(
+                f"cannot serve http on {http_addr}: {error.strerror or error}"
+            ) from None
 
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         mode = "scaled (Celery on Redis)" if scaled else "embedded"
+        if scaled and not settings.SECRET_KEY_FROM_ENVIRONMENT:
+            log.warning(
+                "DJANGO_SECRET_KEY is not set: each replica signs dashboard sessions with its "
+                "own random key, so a login holds only on the replica that made it"
+            )
         log.info(
             "hikyo-operator running in %s mode as %s; http on %s:%s, metrics on %s:%s",
             mode,
             runtime.identity,
-            *server.server_address[:2],
+            *http.address,
             *metrics_server.server_address[:2],
         )
         self.stdout.write(
-            f"hikyo-operator {mode}; http on port {server.server_address[1]}, "
+            f"hikyo-operator {mode}; http on port {http.address[1]}, "
             f"metrics on port {metrics_server.server_address[1]}"
         )
         operator.start()
@@ -119,5 +125,5 @@ class Command(BaseCommand):
         log.info("shutting down")
         operator.stop()
         recorder.close()
-        server.shutdown()
+        http.stop()
         metrics.shutdown(metrics_server)

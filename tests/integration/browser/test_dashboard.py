@@ -1,0 +1,318 @@
+"""Issue 10 acceptance: the dashboard in real headless Chromium (Debian's, driven by playwright)
+against the real kube-apiserver, the devserver over HTTPS and a running embedded operator.
+
+Logged out, every dashboard URL sends to the login page; logged in, the overview's counts match
+the cluster; the list filters to the not-Ready objects; the detail page of an
+``UndeliveredSecrets`` object tells what to do, and after the fix on the devserver its
+force-resync button makes it Ready; a ``hikyo-viewers`` user gets 403 on both force-resync
+POSTs. Every page is screenshotted to ``var/screenshots/<test-name>/``, and its HTML (and
+every JSON it fetched) swept for the run's canaries, tokens, cursors, stamps and passwords.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import SWEPT
+from tests.support.browser import SKIP_BROWSER, Pages, screenshot_dir
+from tests.support.waiting import wait_for
+from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
+
+from .conftest import READY_NAMES, REFUSED, UNDELIVERED, Dashboard, _reason
+
+LIFECYCLES = ("Synced", "Retained", "Refused", "Scrubbed", "Unreconciled")  # the columns
+OVERVIEW = "/admin/observations/trackedobject/overview/"
+CHANGELIST = "/admin/observations/trackedobject/"
+PAGE_POLL_TIMEOUT = 60.0  # the recorder writes in the background
+READY_AFTER_FORCE_TIMEOUT = 180.0
+
+pytestmark = [
+    pytest.mark.timeout(600),
+    # Said before any fixture runs; a missing browser without it fails (tests/support/browser.py).
+    pytest.mark.skipif(SKIP_BROWSER, reason="HIKYO_SKIP_BROWSER=1"),
+]
+
+
+@pytest.fixture
+def pages(browser, dashboard: Dashboard, request) -> Iterator[Any]:
+    """``pages(user)``: a fresh browser context (logged in as that role, or not at all) whose
+    pages are screenshotted to this test's folder; swept for the run's secrets afterwards."""
+    folder = screenshot_dir(request.node.name)
+    print(f"\nscreenshots: {folder}")
+    opened: list[Pages] = []
+
+    def open_as(role: str | None) -> Pages:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        visit = Pages(context, folder)
+        opened.append(visit)
+        if role is not None:
+            visit.login(dashboard.base, *dashboard.users[role])
+        return visit
+
+    yield open_as
+    seen = [item for visit in opened for item in visit.seen]
+    for visit in opened:
+        visit.context.close()
+    SWEPT.setdefault("dashboard pages", []).extend(text for _, text in seen)  # the final sweep
+    assert seen, "no page was swept"
+    secrets = dashboard.secrets_of_the_run()
+    assert dashboard.world.token in secrets and len(secrets) > 5
+    leaks = [(where, s[:14]) for where, text in seen for s in sorted(secrets) if s in text]
+    assert leaks == []
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def cluster_tally(dashboard: Dashboard) -> dict[str, Any]:
+    """What the cluster says: total, per lifecycle (the dashboard's columns), Ready."""
+    counts = dict.fromkeys(LIFECYCLES, 0)
+    ready = 0
+    items = dashboard.hikyosecrets()
+    for item in items:
+        lifecycle = (item.get("status") or {}).get("lifecycle")
+        counts[lifecycle if lifecycle in LIFECYCLES else "Unreconciled"] += 1
+        ready += (_reason(item, "Ready") or ("",))[0] == "True"
+    total = len(items)
+    return {"total": total, "lifecycles": counts, "ready": f"{ready}/{total}"}
+
+
+def page_tally(visit: Pages, row: str) -> dict[str, Any]:
+    """One row of an overview tally table, read from the rendered page."""
+    page = visit.page
+    cells = [c.strip() for c in page.locator(f"{row} td.count-lifecycle").all_inner_texts()]
+    return {
+        "total": int(page.inner_text(f"{row} td.count-total")),
+        "lifecycles": dict(zip(LIFECYCLES, map(int, cells), strict=True)),
+        "ready": page.inner_text(f"{row} td.ready-ratio").split(" ")[0],
+    }
+
+
+def overview_matches(visit: Pages, dashboard: Dashboard) -> dict[str, Any] | None:
+    visit.goto(dashboard.base + OVERVIEW)
+    expected = cluster_tally(dashboard)
+    namespace_row = f'#tally-namespaces tr[data-group="{dashboard.world.namespace}"]'
+    if visit.page.locator(namespace_row).count() != 1:
+        return None
+    shown = page_tally(visit, "#tally-overall tbody tr")
+    if shown == expected and page_tally(visit, namespace_row) == expected:
+        return expected
+    return None
+
+
+def changelist_names(visit: Pages) -> list[str]:
+    cells = visit.page.locator("#result_list tbody th.field-name").all_inner_texts()
+    return sorted(cell.strip() for cell in cells)
+
+
+def detail_pk(visit: Pages, dashboard: Dashboard, name: str) -> str:
+    """The TrackedObject id of ``name``, from the overview's not-Ready table link."""
+    visit.goto(dashboard.base + OVERVIEW)
+    selector = f'#not-ready-table tr[data-object="{dashboard.world.namespace}/{name}"] a'
+    href = visit.page.get_attribute(selector, "href") or ""
+    found = re.search(r"/trackedobject/(\d+)/change/", href)
+    assert found, href
+    return found.group(1)
+
+
+def post_form(visit: Pages, action: str, fields: dict[str, str]) -> int:
+    """Submits a POST form built in the page (with the page's CSRF token, as the admin's own
+    forms send it) and returns the HTTP status the browser got."""
+    page = visit.page
+    token = page.get_attribute("input[name=csrfmiddlewaretoken]", "value")
+    assert token, "no CSRF token on the page"
+    with page.expect_navigation(wait_until="load") as navigation:
+        page.evaluate(
+            """([action, fields]) => {
+                const form = document.createElement("form");
+                form.method = "post";
+                form.action = action;
+                for (const [name, value] of Object.entries(fields)) {
+                    const input = document.createElement("input");
+                    input.type = "hidden";
+                    input.name = name;
+                    input.value = value;
+                    form.appendChild(input);
+                }
+                document.body.appendChild(form);
+                form.submit();
+            }""",
+            [action, {"csrfmiddlewaretoken": token, **fields}],
+        )
+    visit.collect()
+    return navigation.value.status
+
+
+# --- the tests ----------------------------------------------------------------------------------
+
+
+def test_logged_out_access_redirects_to_login(pages, dashboard: Dashboard):
+    visit = pages(None)
+    for label, path in (
+        ("index", "/admin/"),
+        ("overview", OVERVIEW),
+        ("list", f"{CHANGELIST}?ready=not"),
+        ("detail", f"{CHANGELIST}1/change/"),
+    ):
+        response = visit.goto(dashboard.base + path)
+        assert response.status == 200  # the login page, after the redirect
+        assert response.request.redirected_from is not None, path
+        assert response.request.redirected_from.response().status == 302
+        url = visit.page.url
+        assert url.startswith(f"{dashboard.base}/admin/login/?next="), (path, url)
+        assert visit.page.locator("#id_username").count() == 1
+        assert dashboard.world.namespace not in visit.page.content()
+        visit.snap(f"logged-out-{label}")
+
+
+def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashboard):
+    visit = pages("admin")  # logs in through /admin/login/
+    visit.snap("index")
+    assert visit.page.locator("#overview-link").count() == 1
+    visit.page.click("#overview-link")
+    visit.page.wait_for_load_state("load")
+    visit.collect()
+    assert visit.page.url == dashboard.base + OVERVIEW
+
+    expected = wait_for(
+        lambda: overview_matches(visit, dashboard),
+        timeout=PAGE_POLL_TIMEOUT,
+        interval=1,
+        what="the overview's counts equal to the cluster's",
+    )
+    visit.snap("overview")
+    assert expected["total"] == len(READY_NAMES) + 2
+    assert expected["ready"] == f"{len(READY_NAMES)}/{expected['total']}"
+    # Every object has an instance row (or the not-fetched-yet one): the rows add up.
+    per_instance = visit.page.locator("#tally-instances td.count-total").all_inner_texts()
+    assert sum(map(int, per_instance)) == expected["total"]
+    # The not-Ready objects, each with its blocking Type/Reason.
+    ns = dashboard.world.namespace
+    rows = visit.page.locator("#not-ready-table tbody tr[data-object]")
+    assert sorted(rows.evaluate_all("rows => rows.map(r => r.dataset.object)")) == sorted(
+        [f"{ns}/{REFUSED}", f"{ns}/{UNDELIVERED}"]
+    )
+    blocking = visit.text(f'#not-ready-table tr[data-object="{ns}/{UNDELIVERED}"] td.blocking')
+    assert "UndeliveredSecrets" in blocking
+    blocking = visit.text(f'#not-ready-table tr[data-object="{ns}/{REFUSED}"] td.blocking')
+    assert "SecretNotDesignated" in blocking
+    # The operator this dashboard runs in.
+    assert visit.text("#operator-mode") == "embedded"
+    assert visit.text("#operator-leader") not in ("", "unknown")
+    assert visit.text("#operator-queue-depth").isdigit()
+    instance = f'#instances-table tr[data-instance="{dashboard.world.instance}"]'
+    assert visit.page.locator(instance).count() == 1
+    assert visit.text(f"{instance} td.paused") == "no"
+
+
+def test_the_list_filters_to_not_ready(pages, dashboard: Dashboard):
+    visit = pages("admin")
+    everything = sorted([*READY_NAMES, REFUSED, UNDELIVERED])
+    wait_for(
+        lambda: visit.goto(dashboard.base + CHANGELIST) and changelist_names(visit) == everything,
+        timeout=PAGE_POLL_TIMEOUT,
+        interval=1,
+        what="every HikyoSecret in the list",
+    )
+    visit.snap("list")
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click("#changelist-filter a:has-text('not Ready (False or Unknown)')")
+    visit.collect()
+    assert "ready=not" in visit.page.url
+    visit.snap("list-not-ready")
+    assert changelist_names(visit) == sorted([REFUSED, UNDELIVERED])
+    ready_cells = visit.page.locator("#result_list tbody td.field-ready_shown").all_inner_texts()
+    assert ready_cells and all(cell.strip() != "True" for cell in ready_cells)
+    # The index's shortcut is the same filter.
+    visit.goto(dashboard.base + "/admin/")
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click("#not-ready-link")
+    visit.collect()
+    assert changelist_names(visit) == sorted([REFUSED, UNDELIVERED])
+
+
+def test_undelivered_secrets_detail_remediation_and_force_resync_to_ready(
+    pages, dashboard: Dashboard
+):
+    world = dashboard.world
+    visit = pages("operator")  # a hikyo-operators member, not a superuser
+    visit.goto(f"{dashboard.base}{CHANGELIST}?ready=not")
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click(f"#result_list th.field-name a:text-is('{UNDELIVERED}')")
+    visit.collect()
+    assert re.search(r"/trackedobject/\d+/change/(\?|$)", visit.page.url), visit.page.url
+    visit.snap("detail-undelivered")
+    assert "UndeliveredSecrets" in visit.text("#blocking")
+    assert visit.text("#ready") != "True"
+    remediation = visit.text("#remediation")
+    assert "machine-reveal" in remediation and "API_KEY" in remediation, remediation
+    kubectl = visit.page.input_value("#kubectl-describe")
+    assert kubectl == f"kubectl describe hksec -n {world.namespace} {UNDELIVERED}"
+    delivery = visit.text('#conditions-table tr[data-type="Delivery"]')
+    assert "UndeliveredSecrets" in delivery
+
+    # The fix on the server: the project's machine-reveal opt-in (the grant has reveal).
+    world.devserver.set_machine_reveal(world.org, world.project, True)
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click("#force-resync")
+    visit.collect()
+    assert re.search(r"/trackedobject/\d+/change/(\?|$)", visit.page.url), visit.page.url
+    visit.snap("force-resync-requested")
+    assert "Force resync requested" in visit.text("ul.messagelist")
+    value = (world.cr(UNDELIVERED)["metadata"].get("annotations") or {}).get(FORCE_SYNC_ANNOTATION)
+    assert value and value in visit.text("ul.messagelist")
+
+    def ready_on_the_page() -> bool:
+        visit.page.reload(wait_until="load")
+        visit.collect()
+        return (
+            visit.text("#ready") == "True"
+            and visit.text("#lifecycle") == "Synced"
+            and value in visit.text("#last-forced-sync")
+        )
+
+    wait_for(
+        ready_on_the_page,
+        timeout=READY_AFTER_FORCE_TIMEOUT,
+        interval=2,
+        what="the detail page showing Ready after the forced resync",
+    )
+    visit.snap("detail-ready")
+    assert visit.text("#blocking") == "-"
+    timeline = visit.page.locator("#timeline-table tr.timeline-force-resync").all_inner_texts()
+    assert any(value in row and "handled" in row and "not handled" not in row for row in timeline)
+    # The cluster agrees: the forced run handled the value and delivered the secret key.
+    status = world.status(UNDELIVERED)
+    assert status["lastForcedSync"]["value"] == value
+    assert world.conditions(UNDELIVERED)["Ready"][0] == "True"
+    target = world.target("reveal-env")
+    assert target is not None and "API_KEY" in target.data
+
+
+def test_a_viewer_gets_403_on_force_resync(pages, dashboard: Dashboard):
+    world = dashboard.world
+    visit = pages("viewer")  # a hikyo-viewers member
+    pk = detail_pk(visit, dashboard, REFUSED)
+    visit.snap("viewer-overview")
+    visit.goto(f"{dashboard.base}{CHANGELIST}{pk}/change/")
+    visit.snap("viewer-detail")
+    assert visit.text("#summary caption") == f"{world.namespace}/{REFUSED}"
+    assert visit.page.locator("#force-resync").count() == 0  # not offered
+    status = post_form(visit, f"{CHANGELIST}{pk}/force-resync/", {})
+    assert status == 403
+    visit.snap("viewer-force-resync-403")
+
+    visit.goto(dashboard.base + CHANGELIST)
+    visit.snap("viewer-list")
+    assert visit.page.locator("option[value=force_resync]").count() == 0  # no such action
+    status = post_form(
+        visit, CHANGELIST, {"action": "force_resync", "_selected_action": pk, "index": "0"}
+    )
+    assert status == 403
+    visit.snap("viewer-action-403")
+    annotations = world.cr(REFUSED)["metadata"].get("annotations") or {}
+    assert FORCE_SYNC_ANNOTATION not in annotations
