@@ -31,16 +31,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from workers.engine.conditions import (
-    CONFLICT,
-    CREDENTIAL_EXPIRY,
-    DELIVERY,
-    DESIGNATION,
-    PIN_EXPIRY,
-    READY,
-    ROLLOUT,
-    SCRUBBED,
-    SYNCED,
-    UNRECONCILED,
+    TYPE_ORDER,
 )
 
 from . import dashboard, forcing, process
@@ -148,18 +139,7 @@ def fixed_filter(field: str, title: str, choices: tuple[str, ...]) -> type[admin
     return Fixed
 
 
-CONDITION_TYPES = (
-    READY,
-    SYNCED,
-    DESIGNATION,
-    CONFLICT,
-    DELIVERY,
-    SCRUBBED,
-    ROLLOUT,
-    CREDENTIAL_EXPIRY,
-    PIN_EXPIRY,
-    UNRECONCILED,
-)
+CONDITION_TYPES = TYPE_ORDER
 
 
 @admin.register(TrackedObject)

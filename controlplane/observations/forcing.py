@@ -19,6 +19,7 @@ from typing import Protocol
 from django.conf import settings
 
 from k8s.errors import KubeError, NotFound, describe
+from k8s.gateway import ClusterUnavailable, configured_cluster
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
 from . import process
@@ -32,29 +33,12 @@ class Annotator(Protocol):
     ) -> None: ...
 
 
-class ClusterUnavailable(Exception):
-    """No cluster client could be built; the message is one value-free line."""
-
-
 def _default_cluster() -> Annotator:
     operator = process.current
     cluster = getattr(getattr(operator, "runtime", None), "cluster", None)
     if cluster is not None:
         return cluster  # type: ignore[no-any-return]
-    from kubernetes.config import ConfigException
-
-    from k8s.client import api_client
-    from k8s.gateway import KubeCluster
-
-    try:
-        return KubeCluster(api_client(settings.KUBECONFIG))
-    except ConfigException as error:
-        raise ClusterUnavailable(f"no cluster configured: {str(error).splitlines()[0]}") from None
-    except Exception as error:  # a malformed kubeconfig: its type says enough, not its text
-        raise ClusterUnavailable(
-            f"no cluster configured: cannot load the Kubernetes configuration "
-            f"({type(error).__name__})"
-        ) from None
+    return configured_cluster(settings.KUBECONFIG)
 
 
 _factory: list[Callable[[], Annotator]] = [_default_cluster]

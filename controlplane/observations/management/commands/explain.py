@@ -12,7 +12,6 @@ of ``workers.engine.remediation``). Never a value, token, cursor or stamp.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.conf import settings
@@ -108,8 +107,8 @@ class Command(BaseCommand):
                 engine.store,
                 operator_settings,
                 now,
-                sleep=time.sleep,
-                timer=time.monotonic,
+                sleep=engine.sleep,
+                clocks=engine,
             )
             plan = decide_after_fetch(observed, attempt, operator_settings, now)
         for line in explain(observed, decision, now, attempt=attempt, plan=plan):

@@ -27,12 +27,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config import ConfigException
 from urllib3.exceptions import HTTPError
 
-from k8s.client import api_client
 from k8s.errors import KubeError, NotFound
-from k8s.gateway import KubeCluster
+from k8s.gateway import ClusterUnavailable, KubeCluster, configured_cluster
 from workers.engine.conditions import UNRECONCILED
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.settings import shown
@@ -357,14 +355,7 @@ def _server(cluster: KubeCluster) -> str:
 
 
 def _cluster() -> KubeCluster:
-    """The client the operator uses (kubeconfig from KUBECONFIG, else in-cluster, else
-    ~/.kube/config), with its timeouts; a missing or unreadable configuration is one line."""
     try:
-        return KubeCluster(api_client(settings.KUBECONFIG))
-    except ConfigException as error:
-        raise CommandError(f"no cluster configured: {str(error).splitlines()[0]}") from None
-    except Exception as error:  # a malformed kubeconfig: its type says enough, not its text
-        raise CommandError(
-            f"no cluster configured: cannot load the Kubernetes configuration "
-            f"({type(error).__name__})"
-        ) from None
+        return configured_cluster(settings.KUBECONFIG)
+    except ClusterUnavailable as error:
+        raise CommandError(str(error)) from None
