@@ -22,7 +22,7 @@ from kubernetes import client
 
 from controlplane.observations.management.commands.explain import ReadOnlyCluster
 from devserver import Fault, new_id
-from tests.support.kube import get_raw
+from tests.support.kube import get_raw, unreachable_kubeconfig
 from tests.support.waiting import wait_for
 from tests.support.world import CANARIES, canary
 from workers.engine.explain import STEPS
@@ -428,27 +428,7 @@ def test_explain_errors_are_one_line(world, kubeconfig, tmp_path):
             explain("a/b/c")
         with pytest.raises(CommandError, match=f"HikyoSecret {world.namespace}/absent not found"):
             explain(f"{world.namespace}/absent")
-    unreachable = tmp_path / "unreachable.kubeconfig"
-    unreachable.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "c",
-                        "cluster": {
-                            "server": "https://127.0.0.1:9",
-                            "insecure-skip-tls-verify": True,
-                        },
-                    }
-                ],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    unreachable = unreachable_kubeconfig(kubeconfig, tmp_path)
     with settings_for(unreachable), pytest.raises(CommandError, match="cannot reach the cluster"):
         explain(f"{world.namespace}/app")
     with (

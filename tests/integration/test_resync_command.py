@@ -11,10 +11,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
 from tests.support.factories import GROUP, VERSION, make_hikyosecret
+from tests.support.kube import unreachable_kubeconfig
 from tests.support.operator_harness import Operator, ready_count
 from tests.support.processes import free_port, manage
 from tests.support.waiting import wait_for
@@ -139,16 +139,6 @@ def test_resync_all_wait_over_50_objects(world, kubeconfig, tmp_path):
     assert "Traceback" not in operator.logs()
 
 
-def _unreachable_kubeconfig(kubeconfig: Path, tmp_path: Path) -> Path:
-    """The same credentials, pointed at a loopback port nobody listens on."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    for entry in config["clusters"]:
-        entry["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
-    path = tmp_path / "unreachable.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 @pytest.mark.timeout(300)
 def test_resync_errors_are_one_line_and_a_non_zero_exit(
     kubeconfig, crds, api_client, namespace, tmp_path
@@ -178,7 +168,7 @@ def test_resync_errors_are_one_line_and_a_non_zero_exit(
         f"no HikyoSecret matched in namespace {namespace} with labels 'team=nobody'",
     )
     one_line_error(
-        resync({**env, "KUBECONFIG": str(_unreachable_kubeconfig(kubeconfig, tmp_path))}, "a/b"),
+        resync({**env, "KUBECONFIG": str(unreachable_kubeconfig(kubeconfig, tmp_path))}, "a/b"),
         "cannot reach the cluster",
     )
     one_line_error(

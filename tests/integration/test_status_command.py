@@ -8,11 +8,11 @@ import json
 from io import StringIO
 
 import pytest
-import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from tests.support.kube import unreachable_kubeconfig
 from tests.support.world import CANARIES, canary
 from workers.engine.settings import OperatorSettings
 
@@ -134,30 +134,10 @@ def test_status_lists_every_namespace_by_default(world, operator_settings):
     assert json.loads(status("-n", f"{world.namespace}-none", "-o", "json")) == []
 
 
-def test_status_errors_are_one_line(world, operator_settings, tmp_path):
+def test_status_errors_are_one_line(world, operator_settings, kubeconfig, tmp_path):
     with pytest.raises(CommandError):
         status("-o", "yaml")
-    unreachable = tmp_path / "unreachable.kubeconfig"
-    unreachable.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "c",
-                        "cluster": {
-                            "server": "https://127.0.0.1:9",
-                            "insecure-skip-tls-verify": True,
-                        },
-                    }
-                ],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    unreachable = unreachable_kubeconfig(kubeconfig, tmp_path)
     with (
         override_settings(KUBECONFIG=str(unreachable)),
         pytest.raises(CommandError, match="cannot reach the cluster"),

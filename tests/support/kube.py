@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
 from kubernetes import client
+
+from .processes import free_port
 
 
 def get_raw(api_client: client.ApiClient, path: str, accept: str = "application/json") -> bytes:
@@ -15,3 +20,13 @@ def get_raw(api_client: client.ApiClient, path: str, accept: str = "application/
     if not 200 <= response.status < 300:
         raise AssertionError(f"GET {path}: HTTP {response.status}")
     return response.data
+
+
+def unreachable_kubeconfig(kubeconfig: Path, tmp_path: Path) -> Path:
+    """The same credentials, pointed at a loopback port nobody listens on."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    path = tmp_path / "unreachable.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -398,25 +398,25 @@ def message_context(reason: str, message: str) -> dict[str, str]:
     return found
 
 
+# FetchFailed messages by their fixed beginnings (the engine's own texts), in this order.
+_FETCH_FAILED_CAUSES = (
+    (("invalid resyncInterval", "invalid spec"), "R3"),
+    (("TokenRequest for ServiceAccount",), "R6"),
+    (("stamp root",), "R12"),
+    (("forbidden by admission or quota",), "admission"),
+    (("not found; confirming",), "confirming"),
+    (("rate limited",), "rate-limited"),
+    (("fetch failed: TLS verification",), "tls"),
+    (("fetch failed: status 401",), "unauthorized"),
+)
+
+
 def _fetch_failed_cause(message: str) -> str:
-    if message.startswith(("invalid resyncInterval", "invalid spec")):
-        return "R3"
     if re.match(r"HikyoInstance \S+ not found$", message):
         return "R5"
-    if message.startswith("TokenRequest for ServiceAccount"):
-        return "R6"
-    if message.startswith("stamp root"):
-        return "R12"
-    if message.startswith("forbidden by admission or quota"):
-        return "admission"
-    if message.startswith("not found; confirming"):
-        return "confirming"
-    if message.startswith("rate limited"):
-        return "rate-limited"
-    if message.startswith("fetch failed: TLS verification"):
-        return "tls"
-    if message.startswith("fetch failed: status 401"):
-        return "unauthorized"
+    for prefixes, cause in _FETCH_FAILED_CAUSES:
+        if message.startswith(prefixes):
+            return cause
     status = re.match(r"fetch failed: status (\d{3})\b", message)
     if status and status.group(1).startswith("5"):
         return "server"
