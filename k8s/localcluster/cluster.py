@@ -34,6 +34,20 @@ STOP_TIMEOUT_SECONDS = 10.0
 _LOG_TAIL_LINES = 15
 STATE_FILE = "state.json"
 
+# The audit log records every request a ServiceAccount makes (tests run the operator as the
+# Helm chart's ServiceAccount and list what it did, S8.2); the harness's own admin and
+# controller-manager requests are left out, which keeps the log small.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
+AUDIT_LOG = "audit.log"
+
 # S1/S4 need these in the harness: GC for owned Secrets, the workload controllers for rollouts,
 # namespace and service-account controllers for realistic namespaces and TokenRequest.
 CONTROLLERS = (
@@ -273,6 +287,11 @@ class LocalControlPlane:
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines, one audit event per ServiceAccount request (AUDIT_POLICY)."""
+        return self.logs_dir / AUDIT_LOG
+
     def start(self) -> None:
         """Starts all components and returns once each is ready; stops them all on failure."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -354,6 +373,7 @@ class LocalControlPlane:
         state = {
             "server": self.server,
             "kubeconfig": str(self.kubeconfig),
+            "audit_log": str(self.audit_log),
             "components": [
                 {"name": c.name, "pid": c.pid, "port": c.port, "log": str(c.log_path)}
                 for c in self.components
@@ -384,6 +404,8 @@ class LocalControlPlane:
     def _apiserver(self, etcd_port: int) -> Component:
         assert self.pki is not None
         pki = self.pki
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         return Component(
             name="kube-apiserver",
             port=self.apiserver_port,
@@ -409,6 +431,13 @@ class LocalControlPlane:
                 # Nothing can answer for a loopback "kubernetes" endpoint; stop it retrying.
                 "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                # Written before the response is sent: a test reads every request it caused.
+                "--audit-log-mode=blocking",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
                 "--profiling=false",
                 "--v=1",
             ],

@@ -55,6 +55,21 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
+def audit_log(kubeconfig: Path) -> Path:
+    """The control plane's audit log of ServiceAccount requests: the session's own cluster's,
+    or that of the ``dev_cluster`` whose kubeconfig HIKYO_TEST_KUBECONFIG names."""
+    if LOCAL_CLUSTER:
+        return LOCAL_CLUSTER[0].audit_log
+    state = kubeconfig.parent / "state.json"
+    if state.exists() and "audit_log" in (recorded := json.loads(state.read_text())):
+        return Path(recorded["audit_log"])
+    pytest.fail(
+        f"HIKYO_TEST_KUBECONFIG={kubeconfig} is not a local control plane with an audit log "
+        "(k8s.localcluster); these tests read what the operator's ServiceAccount requested"
+    )
+
+
+@pytest.fixture(scope="session")
 def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
     api = config.new_client_from_config(config_file=str(kubeconfig))
     info = client.VersionApi(api).get_code()
