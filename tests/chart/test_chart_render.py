@@ -452,7 +452,7 @@ def test_every_s9_2_variable_is_rendered_from_its_value(tmp_path):
     downward = {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["HIKYO_OPERATOR_NAMESPACE"] == downward and env["POD_NAMESPACE"] == downward
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
-    assert container["args"] == ["run_operator"]
+    assert container["args"] == ["controlplane", "run_operator"]
 
 
 def test_rendered_env_is_accepted_by_the_operators_settings(tmp_path):
@@ -487,7 +487,12 @@ def test_scaled_mode_renders_replicas_workers_and_a_bundled_redis(tmp_path):
             "secretKeyRef": {"name": "observations-dsn", "key": "database-url"}
         }
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == FULLNAME
-    assert worker["spec"]["template"]["spec"]["containers"][0]["args"][0] == "worker"
+    assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+    ]
     redis_pod = redis["spec"]["template"]["spec"]
     assert redis_pod["automountServiceAccountToken"] is False
     probes = redis_pod["containers"][0]
