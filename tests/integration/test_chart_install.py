@@ -420,6 +420,7 @@ def test_uninstall_per_the_notes_leaves_what_s4_14_5_says(
         "hikyo.dev/orphan",
         "helm uninstall",
         "kubectl delete crd",
+        "Own namespace (S8.5)",
     ):
         assert phrase in notes, phrase
     one_liner = next(
