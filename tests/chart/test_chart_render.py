@@ -594,3 +594,21 @@ def test_allowed_hosts_cover_the_service_and_the_configured_names(tmp_path):
     assert env["DJANGO_SECRET_KEY"] == {
         "secretKeyRef": {"name": f"{FULLNAME}-dashboard", "key": "secret-key"}
     }
+
+
+def test_placement_and_pull_secrets_reach_every_pod(tmp_path):
+    values = scaled(workers=1)
+    values["operator"].update(
+        nodeSelector={"pool": "system"},
+        tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        imagePullSecrets=[{"name": "registry"}],
+        podLabels={"team": "platform"},
+    )
+    rendered = render(tmp_path, values)
+    assert len(pods(rendered)) == 3  # operator, worker, bundled Redis
+    for pod in pods(rendered):
+        assert pod["spec"]["nodeSelector"] == {"pool": "system"}
+        assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    operator_pod = one(rendered, "Deployment", FULLNAME)["spec"]["template"]
+    assert operator_pod["metadata"]["labels"]["team"] == "platform"
