@@ -335,6 +335,80 @@ def test_cluster_wide_release_runs_the_operator_with_exactly_its_rbac(
     assert ("apps", "deployments", "patch") in verbs  # so did the rollout
 
 
+def test_scaled_release_runs_leader_and_workers_with_the_same_rbac(
+    api_client, devserver, engine, releases, namespaces, redis_server, audit_log, crds
+):
+    """S9.3 scaled mode: run_operator and two Celery workers, all as the release's
+    ServiceAccount, with the Redis URL and PostgreSQL DSN from the Secrets the chart names."""
+    import redis
+
+    from tests.support.operator_harness import scaled_database_url
+
+    redis.Redis.from_url(redis_server.url).flushall()
+    ns = namespaces("scaled")
+    release = releases("scaled")
+    core = client.CoreV1Api(api_client)
+    for name, key, value in (
+        ("harness-redis", "redis-url", redis_server.url),
+        ("harness-pg", "database-url", scaled_database_url()),
+    ):
+        core.create_namespaced_secret(
+            release.namespace,
+            client.V1Secret(metadata=client.V1ObjectMeta(name=name), string_data={key: value}),
+        )
+    installed = release.install(
+        chart_values(
+            namespaces=[ns],
+            scaled={
+                "enabled": True,
+                "workers": 2,
+                "redis": {"existingSecret": "harness-redis"},
+                "database": {"existingSecret": "harness-pg"},
+            },
+        )
+    )
+    assert installed.returncode == 0, installed.stderr
+
+    world = _world(api_client, devserver, engine, ns)
+    world.publish(DATABASE_URL=canary("value"), LOG_LEVEL=canary("value"))
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    for index in range(3):
+        world.create_cr(f"app-{index}", target={"name": f"app-env-{index}"})
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(ns, _deployment("web", opt_in="app-env-0"))
+
+    operator = release.operator(api_client, redis_url=redis_server.url)
+    assert operator.env["HIKYO_OPERATOR_REDIS_URL"] == redis_server.url  # from the chart's env
+    try:
+        operator.start_leader()
+        operator.start_worker("w1")
+        operator.start_worker("w2")
+        for index in range(3):
+            wait_for(
+                lambda index=index: _ready(world, f"app-{index}"),
+                timeout=120,
+                what=f"app-{index} Ready",
+            )
+        wait_for(
+            lambda: apps.read_namespaced_deployment("web", ns).spec.template.metadata.annotations,
+            timeout=60,
+            what="the opted-in Deployment stamped",
+        )
+    finally:
+        operator.stop()
+    assert {uid for uid, *_ in operator.runs()}, "the workers ran the reconciles"
+
+    requests = release.requests(audit_log)
+    assert requests and _not_allowed(requests) == []
+    touched = {r.namespace for r in requests}
+    assert touched <= {ns, release.namespace, "kube-system", ""}, sorted(touched)
+    secret_requests = _secret_requests(requests)
+    assert not [str(r) for r in secret_requests if r.verb in {"list", "watch"}]
+    assert {r.name for r in secret_requests if r.namespace == release.namespace} == {STAMP_ROOT}
+
+
 def test_namespaced_releases_side_by_side_deliver_only_their_own_namespaces(
     api_client, devserver, engine, releases, namespaces, audit_log, crds
 ):

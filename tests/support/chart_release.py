@@ -139,11 +139,12 @@ class Release:
                 env[variable.name] = base64.b64decode(secret.data[ref.key]).decode()
         return {k: v for k, v in env.items() if k not in POD_ONLY_ENV}
 
-    def operator(self, api_client: client.ApiClient) -> Operator:
-        """run_operator as this release's ServiceAccount, configured by the chart's env."""
+    def operator(self, api_client: client.ApiClient, redis_url: str | None = None) -> Operator:
+        """run_operator (and, with ``redis_url``, scaled-mode workers) as this release's
+        ServiceAccount, configured by the chart's env."""
         home = self.tmp / self.name
         home.mkdir(exist_ok=True)
-        operator = Operator(home, self.service_account_kubeconfig(api_client), None)
+        operator = Operator(home, self.service_account_kubeconfig(api_client), redis_url)
         operator.env.update(self.rendered_env(api_client))
         return operator
 
