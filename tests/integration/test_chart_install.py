@@ -460,6 +460,18 @@ def test_namespaced_releases_side_by_side_deliver_only_their_own_namespaces(
         template_annotations = apps.read_namespaced_deployment("web", ns).spec.template.metadata
         assert not (template_annotations.annotations or {})
 
+    # An upgrade keeps the chart-created dashboard key (lookup), so logins survive it.
+    def dashboard_key() -> bytes:
+        secret = client.CoreV1Api(api_client).read_namespaced_secret(
+            f"{first.fullname}-dashboard", first.namespace
+        )
+        return secret.data["secret-key"]
+
+    before = dashboard_key()
+    upgraded = first.upgrade(chart_values(namespaces=[first_ns], triggerRollouts=False))
+    assert upgraded.returncode == 0, upgraded.stderr  # its own ClusterRole is no overlap
+    assert dashboard_key() == before
+
     overlapping = releases("third")
     refused = overlapping.install(chart_values(namespaces=[unlisted_ns, second_ns]))
     assert refused.returncode != 0

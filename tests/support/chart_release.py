@@ -75,6 +75,18 @@ class Release:
         self.installed = self.installed or result.returncode == 0
         return result
 
+    def upgrade(self, values: dict[str, Any]) -> Helm:
+        return helm(
+            "upgrade",
+            self.name,
+            str(CHART),
+            "--namespace",
+            self.namespace,
+            kubeconfig=self.kubeconfig,
+            values=values,
+            tmp=self.tmp,
+        )
+
     def uninstall(self) -> Helm:
         result = helm(
             "uninstall",
