@@ -174,7 +174,12 @@ def add_system_files(rootfs: Path) -> None:
 
 
 def normalize(rootfs: Path, epoch: int) -> None:
-    """No bytecode caches; every mtime at ``epoch``; group/other write bits only on /tmp."""
+    """No bytecode: every mtime at ``epoch``; group/other write bits only on /tmp.
+
+    No .pyc files: compiling the standard library and the packages here would add ~67 MB
+    (the image would pass 200 MB) to save ~17 MB of RSS and some start time; with a read-only
+    root the modules are compiled in memory at each start instead.
+    """
     for cache in sorted(rootfs.rglob("__pycache__"), reverse=True):
         shutil.rmtree(cache)
     for path in [rootfs, *rootfs.rglob("*")]:

@@ -11,15 +11,23 @@ setuptools (build-requirements.lock), so the image does not change when setuptoo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
 SETUPTOOLS = "setuptools==80.9.0"  # the build backend of pyproject.toml (>=69)
+# The image's interpreter, Debian bookworm's python3. pip evaluates environment markers for the
+# interpreter running it, so missing() re-evaluates them for this one (redis needs
+# async-timeout before 3.11.3, for one).
+IMAGE_PYTHON = "3.11.2"
 TIMEOUT = 600  # seconds: resolving downloads every wheel's metadata from PyPI
 # Installed only for kubernetes.aio, the client's asyncio variant (42 MB, pruned from the image
 # by assemble_root.py): the operator uses the synchronous client. prometheus_client's optional
@@ -41,6 +49,27 @@ def resolve(work: Path, constraints: Path, *requirements: str) -> list[dict]:
         check=True, timeout=TIMEOUT,
     )
     return json.loads(report.read_text())["install"]
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def missing(installed: list[dict]) -> set[str]:
+    """Requirements of the resolved set that hold for the image's interpreter but were not
+    resolved (their markers were false here)."""
+    image = {**default_environment(), "python_full_version": IMAGE_PYTHON}
+    names = {canonical(item["metadata"]["name"]) for item in installed}
+    wanted: set[str] = set()
+    for item in installed:
+        extras = ["", *(item.get("requested_extras") or [])]
+        for line in item["metadata"].get("requires_dist") or []:
+            requirement = Requirement(line)
+            marker = requirement.marker
+            holds = marker is None or any(marker.evaluate({**image, "extra": e}) for e in extras)
+            if holds and canonical(requirement.name) not in names:
+                wanted.add(str(requirement).split(";")[0].strip())
+    return wanted
 
 
 def lock_lines(installed: list[dict], skip: frozenset[str] = frozenset()) -> list[str]:
@@ -68,7 +97,11 @@ def main() -> None:
             check=True, timeout=TIMEOUT,
         )
         (wheel,) = (work / "wheel").glob("*.whl")
-        runtime = resolve(work, constraints, str(wheel))
+        requirements = [str(wheel)]
+        runtime = resolve(work, constraints, *requirements)
+        while extra := missing(runtime):
+            requirements += sorted(extra)
+            runtime = resolve(work, constraints, *requirements)
         empty = work / "none.txt"
         empty.write_text("")
         build = resolve(work, empty, SETUPTOOLS)
