@@ -57,6 +57,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Podman, st
     IMAGE_FIGURES["image_bytes"] = int(size)
     yield podman, image_id
     podman("rmi", "--force", image_id, check=False)
+    podman.close()
 
 
 def readable_copy(kubeconfig: Path, directory: Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,13 +62,16 @@ class Podman:
 
     state: Path
     base: list[str] = field(init=False)
+    runroot: Path = field(init=False)
 
     def __post_init__(self) -> None:
+        # podman refuses a run root longer than 50 characters: a short one of its own.
+        self.runroot = Path(tempfile.mkdtemp(prefix="hikyo-podman-", dir="/tmp"))
         self.base = [
             "podman",
             "--storage-driver", "vfs",
             "--root", str(self.state / "storage"),
-            "--runroot", str(self.state / "run"),
+            "--runroot", str(self.runroot),
             "--tmpdir", str(self.state / "tmp"),
             "--runtime", RUNC,
             "--cgroup-manager", "cgroupfs",
@@ -81,6 +85,9 @@ class Podman:
         if check and done.returncode != 0:
             raise AssertionError(f"podman {args[0]} failed ({done.returncode}): {done.stderr}")
         return done.stdout + done.stderr if not check else done.stdout
+
+    def close(self) -> None:
+        shutil.rmtree(self.runroot, ignore_errors=True)
 
     def load(self, archive: Path) -> str:
         """The archive's image, pulled into this storage; returns its image ID."""
