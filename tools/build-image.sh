@@ -46,7 +46,7 @@ bah() { timeout 1200 buildah "${STORAGE[@]}" "$@"; }
 
 # The base: minbase + python3 + pip, brought to the suite's security and point updates.
 if [ "${HIKYO_IMAGE_REFRESH_BASE:-}" = 1 ] || [ ! -s "$BASE_TAR" ]; then
-  echo "build-image: debootstrap $SUITE (cold: ~2 min)" >&2
+  echo "build-image: debootstrap $SUITE, then its updates (cold: 2-4 min)" >&2
   root=$(mktemp -d "$CACHE/base-root.XXXXXX")
   trap 'rm -rf "$root"' EXIT
   timeout 900 debootstrap --variant=minbase --include=python3,python3-pip,ca-certificates \
@@ -58,7 +58,8 @@ deb $MIRROR $SUITE-updates main
 deb ${MIRROR%/debian}/debian-security $SUITE-security main
 EOF
   timeout 600 chroot "$root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-    apt-get upgrade -y -qq >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*'
+    apt-get upgrade -y -qq && apt-get clean && rm -rf /var/lib/apt/lists/*' \
+    >>"$CACHE/debootstrap.log" 2>&1 || { tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
   tar -C "$root" --numeric-owner --sort=name -cf "$BASE_TAR.tmp" .
   mv "$BASE_TAR.tmp" "$BASE_TAR"
   rm -rf "$root"
