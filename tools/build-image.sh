@@ -85,6 +85,8 @@ bah bud --quiet --isolation chroot --pull=never --layers=false "${trust[@]}" \
   --build-arg VERSION="$VERSION" --build-arg REVISION="$REVISION" --build-arg CREATED="$CREATED" \
   -f Containerfile -t "$IMAGE:$VERSION" -t "localhost/hikyo-operator:$VERSION" . >/dev/null
 
+# The previous build's image, now untagged: vfs keeps a full copy of each (~150 MB).
+bah rmi --prune >/dev/null
 rm -f "$OUT" "$OUT.digest"
 bah push --quiet --digestfile "$OUT.digest" "$IMAGE:$VERSION" "oci-archive:$OUT:$IMAGE:$VERSION"
 echo "build-image: $OUT ($(du -k "$OUT" | cut -f1) KiB compressed; image $IMAGE:$VERSION)" >&2
