@@ -1,19 +1,8 @@
 #!/usr/bin/env python
-"""Django's command-line utility for the hikyo-operator control plane."""
+"""Django's command-line utility for the hikyo-operator control plane (the same as
+`python -m controlplane`, which the image runs)."""
 
-import os
-import sys
-
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    from controlplane.boot import load_settings_or_exit
-
-    load_settings_or_exit()
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from controlplane.__main__ import main
 
 if __name__ == "__main__":
     main()

@@ -102,6 +102,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
     # The fault matrix (tests/integration/test_fault_matrix.py), one line per fault that ran.
     for line in fault_table_lines():
         terminalreporter.write_line(line)
+    # What the image test measured (size, digest, idle RSS), when it ran.
+    from tests.integration.test_operator_image import image_summary
+
+    if (summary := image_summary()) is not None:
+        terminalreporter.write_line(summary)
 
 
 # --- the delivery engine's world --------------------------------------------------------------
