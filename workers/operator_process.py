@@ -111,6 +111,7 @@ class OperatorProcess:
         self.router: EventRouter | None = None
         self.elector: LeaderElector | None = None
         self.dispatcher: Any = None
+        self.report_dispatcher: Any = None
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
         self._pool = (
@@ -225,17 +226,21 @@ class OperatorProcess:
         )
         self.dispatcher.start()
         if settings.status_reporting:
-            Dispatcher(
+            self.report_dispatcher = Dispatcher(
                 self.runtime.reports,
                 self._submit_report,
                 leading,
                 on_store_lost=router.reschedule_reports,
                 what="report-queue",
-            ).start()
+            )
+            self.report_dispatcher.start()
 
     def _follow(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            for dispatcher in (self.dispatcher, self.report_dispatcher):
+                if dispatcher is not None:
+                    dispatcher.wake()  # it sees the stop now, not after its tick
 
     def _resources(self, router: EventRouter) -> list[tuple[Resource, Any]]:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
@@ -337,6 +342,9 @@ class OperatorProcess:
     def _done(self, _future: Any) -> None:
         with self._in_flight_lock:
             self._in_flight -= 1
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            dispatcher.wake()  # the freed slot takes the next due key now, not at the next tick
 
 
 def celery_sender(ticket: Ticket) -> None:
