@@ -39,6 +39,7 @@ _NameResolutionError = getattr(urllib3.exceptions, "NameResolutionError", socket
 
 RATE_LIMIT_MIN_S = 1.0  # S4.1.6
 _CHUNK = 64 * 1024
+DRAIN_BYTES = 4096  # an unwanted body up to this size is read and dropped to keep the connection
 
 
 # --- transport: deadline watchdog, pinned adapter --------------------------------------
@@ -366,11 +367,22 @@ def _read_answer(
         return Answer(status=status, detail=f"redirect refused (status {status})")
     limit = body_limit(status)
     if limit is None:
+        _drain_small(response, deadline)  # discarded: only so the connection can be reused
         return Answer(status=status, headers=response.headers)
     body = _read_capped(response, limit, deadline)
     if body is None:
         return Answer(status=status, headers=response.headers, oversize=True)
     return Answer(status=status, headers=response.headers, body=body)
+
+
+def _drain_small(response: requests.Response, deadline: _Deadline) -> None:
+    """Reads and drops a body nobody wants when it declares at most DRAIN_BYTES (an error
+    envelope), so the connection is left clean for the next request; a larger or undeclared
+    one is left unread and its connection closed."""
+    declared = response.headers.get("Content-Length", "")
+    if not (declared.isascii() and declared.isdigit()) or int(declared) > DRAIN_BYTES:
+        return
+    _read_capped(response, DRAIN_BYTES, deadline)  # http.client stops at Content-Length
 
 
 def _read_to_end(response: requests.Response, answer: Answer) -> bool:
@@ -382,7 +394,7 @@ def _read_to_end(response: requests.Response, answer: Answer) -> bool:
         return False
     if raw.headers.get("Connection", "").lower() == "close":
         return False
-    if answer.body is not None:
+    if answer.body is not None or _exhausted(raw):
         return raw.length_remaining in (0, None) and _exhausted(raw)
     no_body = response.status_code in (204, 304) or raw.headers.get("Content-Length") == "0"
     return no_body and not response.headers.get("Transfer-Encoding")

@@ -75,6 +75,18 @@ def test_fetches_and_reports_in_a_row_share_one_connection(world, hikyo):
     assert connections.accepted == 1
 
 
+def test_a_refused_report_whose_small_body_is_not_wanted_keeps_the_connection(world, hikyo):
+    """A report without the report grant is refused with a small JSON envelope, which the
+    client never uses: dropped unread by the caller, the connection stays usable."""
+    client, connections, scope = hikyo
+    world.devserver.set_grants(world.token, ("read", "reveal"))
+    for _ in range(3):
+        refused = client.report_status(scope, token=world.token, report=_report(world))
+        assert refused.status is not None and refused.status >= 400
+    assert client.fetch(scope, token=world.token, projection="full", cursor=None).status == 200
+    assert connections.accepted == 1
+
+
 @pytest.mark.parametrize(
     "fault",
     [Fault.malformed("oversize"), Fault.redirect(), Fault.disconnect()],
