@@ -2,15 +2,17 @@
 peak memory, the apiserver requests and the Hikyo TLS handshakes it needed (issue 13). Prints
 one JSON object.
 
-    python bench/operator_scale.py [--crs 1000] [--browse] [--no-floor]
+    python bench/operator_scale.py [--crs 1000] [--fetch-qps 1000] [--browse] [--no-floor]
 
 Starts a local control plane (KUBEBUILDER_ASSETS, else tools/build-control-plane.sh) and the
 devserver in this process (10 config keys; every CR its own target, 10 namespaces), creates N
 HikyoSecrets, then one embedded ``manage.py run_operator`` (DJANGO_DEBUG=false, a fresh
-SQLite store). Timed from the operator's start to every CR Ready=True at its generation (a
-LIST every 0.5 s). A thread samples the operator's VmRSS/VmHWM; VmHWM at the end is the
-lifetime peak. ``--browse`` then pages the dashboard with real headless Chromium
-(bench/dashboard_memory.py's browsing) over the N tracked objects and reports the peak again.
+SQLite store; HIKYO_OPERATOR_FETCH_QPS/BURST from ``--fetch-qps``: the default 10/s
+per instance would make P1 a measure of the S4.1.6 pacing, not of the operator). Timed from
+the operator's start to every CR Ready=True at its generation (a LIST every 0.5 s). A thread
+samples the operator's VmRSS/VmHWM; VmHWM at the end is the lifetime peak. ``--browse`` then
+pages the dashboard with real headless Chromium (bench/dashboard_memory.py's browsing) over
+the N tracked objects and reports the peak again.
 
 The floor (after the operator stopped, same run, same devserver and apiserver): per CR one
 HTTPS fetch of the same delivery (one kept-alive connection per thread), one Secret create,
@@ -103,7 +105,9 @@ def _world(api: Any, hikyo: Any, count: int) -> dict[str, Any]:
         environment,
         [{"name": f"KEY_{i}", "classification": "config", "value": f"v-{i}"} for i in range(KEYS)],
     )
-    hikyo.add_credential(TOKEN, org, project, environment)
+    hikyo.add_credential(
+        TOKEN, org, project, environment, grants=("read", "reveal", "report-delivery-status")
+    )
     custom.create_cluster_custom_object(
         "hikyo.dev",
         "v1alpha1",
@@ -247,7 +251,9 @@ def _counts(env: dict[str, str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(count: int, browse: bool, with_floor: bool, cleanup: contextlib.ExitStack) -> dict:
+def run(
+    count: int, qps: float, browse: bool, with_floor: bool, cleanup: contextlib.ExitStack
+) -> dict:
     from kubernetes import config
 
     from devserver import DevServer
@@ -271,7 +277,12 @@ def run(count: int, browse: bool, with_floor: bool, cleanup: contextlib.ExitStac
     creation_seconds = time.perf_counter() - created
 
     operator = Operator(tmp / "operator", cluster.kubeconfig, None)
-    operator.env.update(DJANGO_DEBUG="false", HIKYO_LOG_LEVEL="WARNING")
+    operator.env.update(
+        DJANGO_DEBUG="false",
+        HIKYO_LOG_LEVEL="WARNING",
+        HIKYO_OPERATOR_FETCH_QPS=f"{qps:g}",
+        HIKYO_OPERATOR_FETCH_BURST=str(max(1, int(qps * 2))),
+    )
     cleanup.callback(operator.stop)
     requests_before, fetches_before = _apiserver_requests(api), len(hikyo.requests)
     handshakes_before = handshakes.count
@@ -292,12 +303,14 @@ def run(count: int, browse: bool, with_floor: bool, cleanup: contextlib.ExitStac
     after = sampler.sample()
     requests = _apiserver_requests(api) - requests_before
     requests["hikyosecrets LIST"] -= len(progress)  # this bench's own polls
-    fetches = len(hikyo.requests) - fetches_before
+    answered = hikyo.requests[fetches_before:]
+    fetches = len(answered)
     tls = handshakes.count - handshakes_before
     report: dict[str, Any] = {
         "crs": count,
         "keys_per_secret": KEYS,
         "namespaces": NAMESPACES,
+        "fetch_qps": qps,
         "creation_seconds": round(creation_seconds, 1),
         "p1_cold_seconds": round(p1, 2),
         "ready_after_seconds": {
@@ -306,6 +319,9 @@ def run(count: int, browse: bool, with_floor: bool, cleanup: contextlib.ExitStac
         },
         "hikyo_requests": fetches,
         "hikyo_tls_handshakes": tls,
+        "hikyo_by_method_status": dict(
+            sorted(Counter(f"{r.method} {r.status}" for r in answered).items())
+        ),
         "apiserver_requests": sum(requests.values()),
         "apiserver_requests_per_cr": round(sum(requests.values()) / count, 2),
         "apiserver_by_resource_verb": dict(sorted(requests.items())),
@@ -353,14 +369,17 @@ def run(count: int, browse: bool, with_floor: bool, cleanup: contextlib.ExitStac
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crs", type=int, default=1000, help="HikyoSecrets (1000)")
+    parser.add_argument(
+        "--fetch-qps", type=float, default=1000.0, help="per-instance QPS (1000; default 10)"
+    )
     parser.add_argument("--browse", action="store_true", help="page the dashboard afterwards")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor runs")
     options = parser.parse_args()
-    if options.crs < 1:
-        parser.error("--crs must be at least 1")
+    if options.crs < 1 or options.fetch_qps <= 0:
+        parser.error("--crs must be at least 1 and --fetch-qps positive")
     signal.signal(signal.SIGTERM, dashboard._terminate)
     with contextlib.ExitStack() as cleanup:
-        report = run(options.crs, options.browse, not options.no_floor, cleanup)
+        report = run(options.crs, options.fetch_qps, options.browse, not options.no_floor, cleanup)
     print(json.dumps(report, indent=2))
 
 
