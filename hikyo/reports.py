@@ -53,7 +53,8 @@ def encode_report(report: dict) -> bytes:
 
 
 def report_body_limit(_status: int) -> int | None:
-    """A report answer's body is never read: the status and Retry-After say it all."""
+    """A report answer's body is never used: the status and Retry-After say it all. (The
+    transport drops a small one unread by us, only to keep the connection.)"""
     return None
 
 

@@ -39,6 +39,7 @@ _NameResolutionError = getattr(urllib3.exceptions, "NameResolutionError", socket
 
 RATE_LIMIT_MIN_S = 1.0  # S4.1.6
 _CHUNK = 64 * 1024
+DRAIN_BYTES = 4096  # an unwanted body up to this size is read and dropped to keep the connection
 
 
 # --- transport: deadline watchdog, pinned adapter --------------------------------------
@@ -322,6 +323,7 @@ class Transport:
             raise RuntimeError("client is closed")
         with _Deadline(self._timeout) as deadline:
             response = None
+            finished = False  # the answer was read to its end: its connection may be reused
             try:
                 # The adapter directly, not Session.send: even with allow_redirects=False
                 # the session reads a 3xx body in full (uncapped) to prepare the next hop,
@@ -337,7 +339,9 @@ class Transport:
                     cert=None,
                     proxies={},
                 )
-                return _read_answer(response, body_limit, deadline)
+                answer = _read_answer(response, body_limit, deadline)
+                finished = _read_to_end(response, answer)
+                return answer
             except _TRANSPORT_ERRORS as exc:
                 return Answer(
                     status=response.status_code if response is not None else None,
@@ -345,7 +349,12 @@ class Transport:
                 )
             finally:
                 if response is not None:
-                    response.close()
+                    if finished and not deadline.expired():
+                        # Back to the pool, kept alive: the next exchange skips a TCP and TLS
+                        # handshake. (close() would shut the socket even after a full read.)
+                        response.raw.release_conn()
+                    else:
+                        response.close()  # unread bytes or a dead socket: never reused
 
 
 def _read_answer(
@@ -358,11 +367,43 @@ def _read_answer(
         return Answer(status=status, detail=f"redirect refused (status {status})")
     limit = body_limit(status)
     if limit is None:
+        _drain_small(response, deadline)  # discarded: only so the connection can be reused
         return Answer(status=status, headers=response.headers)
     body = _read_capped(response, limit, deadline)
     if body is None:
         return Answer(status=status, headers=response.headers, oversize=True)
     return Answer(status=status, headers=response.headers, body=body)
+
+
+def _drain_small(response: requests.Response, deadline: _Deadline) -> None:
+    """Reads and drops a body nobody wants when it declares at most DRAIN_BYTES (an error
+    envelope), so the connection is left clean for the next request; a larger or undeclared
+    one is left unread and its connection closed."""
+    declared = response.headers.get("Content-Length", "")
+    if not (declared.isascii() and declared.isdigit()) or int(declared) > DRAIN_BYTES:
+        return
+    _read_capped(response, DRAIN_BYTES, deadline)  # http.client stops at Content-Length
+
+
+def _read_to_end(response: requests.Response, answer: Answer) -> bool:
+    """True when nothing of the answer is left on the connection: a body read to its end, or
+    none at all (204, 304, Content-Length 0). A redirect, an unread or oversize body, or a
+    connection the server closes leave it False, and the connection is then closed."""
+    raw = response.raw
+    if not isinstance(raw, urllib3.HTTPResponse) or answer.oversize or answer.detail:
+        return False
+    if raw.headers.get("Connection", "").lower() == "close":
+        return False
+    if answer.body is not None or _exhausted(raw):
+        return raw.length_remaining in (0, None) and _exhausted(raw)
+    no_body = response.status_code in (204, 304) or raw.headers.get("Content-Length") == "0"
+    return no_body and not response.headers.get("Transfer-Encoding")
+
+
+def _exhausted(raw: urllib3.HTTPResponse) -> bool:
+    """The underlying http.client response has seen the end of its body."""
+    original = getattr(raw, "_original_response", None)
+    return original is None or original.isclosed()
 
 
 def _read_capped(response: requests.Response, limit: int, deadline: _Deadline) -> bytes | None:

@@ -19,6 +19,8 @@ from kubernetes import client
 
 from workers.engine.ports import Event
 
+from .slim_api import CoreV1
+
 SERIES_WINDOW_SECONDS = 600.0
 CREATE_INTERVAL_SECONDS = 60.0
 COMPONENT = "hikyo-operator"
@@ -31,7 +33,7 @@ def _digest(uid: str, event: Event) -> str:
 
 
 class EventSink:
-    def __init__(self, core: client.CoreV1Api, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, core: CoreV1, clock: Callable[[], float] = time.monotonic):
         self.core = core
         self.clock = clock
         self._lock = threading.Lock()

@@ -2,7 +2,10 @@
 
 Each event reaches ``on_event(kind, obj, initial)`` as a plain dict; ``initial`` marks objects
 from a (re)list, which the sources treat like ADDED (S4.1.2). Objects that vanished between two
-lists are reported as DELETED so nothing is missed across a 410.
+lists are reported as DELETED so nothing is missed across a 410: with their last metadata only
+(no spec or status), since the watcher keeps no second copy of each object beside the router's.
+Lists are read in pages of ``LIST_PAGE_SIZE`` so a relist at thousands of objects never holds
+the whole list in memory at once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ OnEvent = Callable[[str, dict[str, Any], bool], None]
 # Short server-side timeouts let a stopped watcher (lost leadership) notice within a minute.
 WATCH_TIMEOUT_SECONDS = 60
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 30.0
+LIST_PAGE_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Watcher(threading.Thread):
         stop: threading.Event,
         *,
         timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         super().__init__(name=f"watch {resource.description}", daemon=True)
         self.api_client = api_client
@@ -56,7 +61,8 @@ class Watcher(threading.Thread):
         self.on_event = on_event
         self.stop_event = stop
         self.timeout_seconds = timeout_seconds
-        self.known: dict[str, dict[str, Any]] = {}  # uid -> last object seen
+        self.page_size = page_size
+        self.known: dict[str, dict[str, Any]] = {}  # uid -> tombstone(last object seen)
         self.synced = threading.Event()  # set after the first complete list
         self.relists = 0
 
@@ -91,26 +97,35 @@ class Watcher(threading.Thread):
                 resource_version = None  # relist: we may have missed events
 
     def _relist(self) -> str:
-        listed = self.resource.list_fn(*self.resource.args, _preload_content=False)
-        body = _json(listed)
-        items = body.get("items") or []
         seen: dict[str, dict[str, Any]] = {}
-        kind = body.get("kind", "").removesuffix("List")
-        for item in items:
-            item.setdefault("kind", kind)
-            uid = item["metadata"]["uid"]
-            seen[uid] = item
-            self.on_event("ADDED", item, True)
+        continue_token: str | None = None
+        while True:
+            paging: dict[str, Any] = {"limit": self.page_size}
+            if continue_token:
+                paging["_continue"] = continue_token
+            listed = self.resource.list_fn(*self.resource.args, _preload_content=False, **paging)
+            body = _json(listed)
+            kind = body.get("kind", "").removesuffix("List")
+            for item in body.get("items") or []:
+                item.setdefault("kind", kind)
+                seen[item["metadata"]["uid"]] = tombstone(item)
+                self.on_event("ADDED", item, True)
+            metadata = body["metadata"]
+            continue_token = metadata.get("continue")
+            if not continue_token:
+                break  # the last page's resourceVersion is the whole list's (one snapshot)
         for uid, gone in list(self.known.items()):
             if uid not in seen:
                 self.on_event("DELETED", gone, True)
         self.known = seen
         self.relists += 1
         self.synced.set()
-        return body["metadata"]["resourceVersion"]
+        return metadata["resourceVersion"]
 
     def _watch(self, resource_version: str) -> str:
-        stream = watch.Watch()
+        # Events are read raw: "object" skips building a model per event (a Deployment's is a
+        # deep tree), and only raw_object is used.
+        stream = watch.Watch(return_type="object")
         try:
             for event in stream.stream(
                 self.resource.list_fn,
@@ -135,11 +150,22 @@ class Watcher(threading.Thread):
                 if kind == "DELETED":
                     self.known.pop(uid, None)
                 else:
-                    self.known[uid] = obj
+                    self.known[uid] = tombstone(obj)
                 self.on_event(kind, obj, False)
         finally:
             stream.stop()
         return resource_version
+
+
+def tombstone(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a DELETED event for a vanished object carries: kind, apiVersion and its metadata
+    without managedFields (the routers read names, uid and annotations, never spec or status)."""
+    metadata = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    kept = {"metadata": metadata}
+    for field in ("apiVersion", "kind"):
+        if field in obj:
+            kept[field] = obj[field]
+    return kept
 
 
 def _json(response: Any) -> dict[str, Any]:

@@ -3,6 +3,10 @@
 Embedded mode hands tickets to a thread pool in this process; scaled mode sends Celery tasks
 that carry only (namespace, name, uid). Keys dispatched but never finished (a lost message, a
 worker killed with SIGKILL) become due again after ``stale_after`` seconds, so nothing is lost.
+
+The loop never sleeps while a slot is free and a key is due: it takes again at once after a
+round that filled every free slot, and a finished run (``wake``) ends its wait, so a slot does
+not idle out the rest of a tick. The tick only paces polling for keys whose delay runs out.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ class Dispatcher(threading.Thread):
         self.housekept = 0  # housekeeping rounds done (tests wait on it)
         self.store_error: str | None = None  # shown by /readyz while the store is unreachable
         self._marked = False
+        self._wake = threading.Event()  # set by wake(): a slot came free, take again now
+
+    def wake(self) -> None:
+        """A dispatched run finished (its slot is free): the next round starts without waiting."""
+        self._wake.set()
 
     def run(self) -> None:
         last_stale_check = time.monotonic()
@@ -58,6 +67,7 @@ class Dispatcher(threading.Thread):
                             "%s store is new or was lost: the watches' lists fill it", self.what
                         )
                     self._marked = True
+                self._wake.clear()  # before reading capacity: a run ending after it wakes us
                 free = self.capacity()
                 tickets = self.queue.take_due(limit=free) if free > 0 else []
                 for ticket in tickets:
@@ -78,8 +88,9 @@ class Dispatcher(threading.Thread):
             if self.store_error is not None:
                 log.info("dispatching resumed")
                 self.store_error = None
-            if not tickets:
-                self.stop_event.wait(self.tick)
+            if not tickets or len(tickets) < free:
+                # Nothing more is due, or every slot is busy: until a run ends or a tick passes.
+                self._wake.wait(self.tick)
 
     def _housekeeping(self) -> None:
         again = self.queue.redispatch_stale(self.stale_after)

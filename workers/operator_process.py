@@ -19,6 +19,7 @@ from k8s.errors import describe
 from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
+from k8s.slim_api import AppsV1
 from k8s.watch import Resource, Watcher
 
 from . import metrics
@@ -110,6 +111,7 @@ class OperatorProcess:
         self.router: EventRouter | None = None
         self.elector: LeaderElector | None = None
         self.dispatcher: Any = None
+        self.report_dispatcher: Any = None
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
         self._pool = (
@@ -224,23 +226,27 @@ class OperatorProcess:
         )
         self.dispatcher.start()
         if settings.status_reporting:
-            Dispatcher(
+            self.report_dispatcher = Dispatcher(
                 self.runtime.reports,
                 self._submit_report,
                 leading,
                 on_store_lost=router.reschedule_reports,
                 what="report-queue",
-            ).start()
+            )
+            self.report_dispatcher.start()
 
     def _follow(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            for dispatcher in (self.dispatcher, self.report_dispatcher):
+                if dispatcher is not None:
+                    dispatcher.wake()  # it sees the stop now, not after its tick
 
     def _resources(self, router: EventRouter) -> list[tuple[Resource, Any]]:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
         or everywhere. Secrets are never watched (S4.1.1)."""
         custom = client.CustomObjectsApi(self.api_client)
-        apps = client.AppsV1Api(self.api_client)
+        apps = AppsV1(self.api_client)  # not client.AppsV1Api: see k8s.slim_api
         settings = self.runtime.settings
         resources = [
             (
@@ -336,6 +342,9 @@ class OperatorProcess:
     def _done(self, _future: Any) -> None:
         with self._in_flight_lock:
             self._in_flight -= 1
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            dispatcher.wake()  # the freed slot takes the next due key now, not at the next tick
 
 
 def celery_sender(ticket: Ticket) -> None:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from redis.exceptions import RedisError
 from urllib3.exceptions import HTTPError
 
 from k8s.client import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
@@ -22,6 +21,7 @@ from .engine.reconcile import RunResult, evaluate_rollout, reconcile
 from .keys import ObjectKey
 from .queue.base import KeyedQueue, Lock, Priority
 from .runtime import Runtime
+from .store_errors import store_errors
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
     try:
         engine = runtime.engine(guard.fence)
         result = reconcile(engine, key.namespace, key.name, key.uid, forced_full=forced_full)
-    except (KubeError, HTTPError, OSError, RedisError) as error:
+    except (KubeError, HTTPError, OSError, *store_errors()) as error:
         # The apiserver or the store is unreachable or failing: one line, back off, the next
         # run repairs.
         log.warning("reconcile of %s interrupted: %s", key, describe(error))

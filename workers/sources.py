@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 SPREAD_CAP_SECONDS = 300.0  # S4.1.6: min(resyncInterval, 5 min)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Seen:
     key: ObjectKey
     generation: int

@@ -121,6 +121,7 @@ def started() -> Iterator[Any]:
     yield start
     for dispatcher, stop in running:
         stop.set()
+        dispatcher.wake()  # as OperatorProcess does when leadership ends
         dispatcher.join(timeout=10)
         assert not dispatcher.is_alive()
 
@@ -149,6 +150,38 @@ def test_due_keys_are_dispatched_up_to_the_free_slots_and_each_once(started):
     _wait(lambda: len(workers.submitted) == 5, "the rest")
     assert sorted(workers.submitted) == sorted(KEYS)  # each key once
     assert dispatcher.dispatched == 5 and queue.depth() == 0
+
+
+def test_a_finished_run_frees_its_slot_at_once_not_at_the_next_tick(started):
+    """Issue 13: with every slot busy the loop waits, and a run's end (``wake``) ends the wait.
+    The tick here is an hour: the next key can only be taken because of the wake."""
+    queue = CallLog()
+    for key in KEYS[:3]:
+        queue.add(key)
+    workers = Workers(slots=1)
+    dispatcher = started(queue, workers.submit, capacity=workers.capacity, tick=3600.0)
+    _wait(lambda: workers.submitted == [KEYS[0]], "the first key in the only slot")
+    for count in (2, 3):
+        workers.finish_one()
+        dispatcher.wake()
+        _wait(lambda c=count: len(workers.submitted) == c, "the next key once the slot is free")
+    assert workers.submitted == KEYS[:3] and queue.depth() == 0
+
+
+def test_a_round_that_fills_every_free_slot_takes_again_without_waiting(started):
+    """Issue 13: more keys due than one round took (its limit) and slots still free: the next
+    round starts at once, not a tick later (the tick is an hour here)."""
+    queue = CallLog()
+    for key in KEYS:
+        queue.add(key)
+    workers = Workers(slots=5)
+
+    def capacity() -> int:
+        return min(workers.capacity(), 2)  # two at most per round
+
+    started(queue, workers.submit, capacity=capacity, tick=3600.0)
+    _wait(lambda: len(workers.submitted) == 5, "all five over three rounds")
+    assert sorted(workers.submitted) == sorted(KEYS)
 
 
 def test_keys_not_yet_due_are_not_dispatched(started):
@@ -258,7 +291,8 @@ def test_stopped_before_it_starts_it_touches_nothing():
 
 
 def test_it_stops_promptly_when_idle_and_dispatches_nothing_after():
-    """A plain threading.Event and the default 0.2 s tick: ``stop`` ends the idle wait."""
+    """A plain threading.Event and the default 0.2 s tick: ``stop`` ends the loop within a tick
+    (OperatorProcess also wakes it when leadership ends)."""
     queue = CallLog()
     stop = threading.Event()
     submitted: list[Ticket] = []

@@ -1,0 +1,190 @@
+"""k8s.slim_api answers as the generated CoreV1Api/AppsV1Api do (issue 13: the operator no
+longer instantiates those classes), and k8s.watch lists in pages and keeps only tombstones, on
+a real kube-apiserver: same models, same errors, same requests (URL, query, content types)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from k8s.errors import Invalid
+from k8s.gateway import KubeCluster
+from k8s.slim_api import AppsV1, CoreV1
+from k8s.watch import Resource, Watcher
+from tests.support.factories import GROUP, VERSION, make_hikyosecret
+from tests.support.waiting import wait_for
+
+
+def _secret(name: str, value: bytes) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": {"probe": "slim"}},
+        "data": {"k": base64.b64encode(value).decode()},
+    }
+
+
+def _deployment(name: str) -> dict:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": {"hikyo.dev/secrets": "app-env"}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "registry.invalid/none:1"}]},
+            },
+        },
+    }
+
+
+def test_core_calls_return_the_generated_clients_models_and_errors(api_client, namespace):
+    slim, full = CoreV1(api_client), client.CoreV1Api(api_client)
+    created = slim.create_namespaced_secret(namespace, _secret("one", b"first"))
+    assert isinstance(created, client.V1Secret)
+    assert created.metadata.labels == {"probe": "slim"}
+    read_slim = slim.read_namespaced_secret("one", namespace)
+    read_full = full.read_namespaced_secret("one", namespace)
+    assert api_client.sanitize_for_serialization(read_slim) == (
+        api_client.sanitize_for_serialization(read_full)
+    )
+    body = _secret("one", b"second")
+    body["metadata"]["resourceVersion"] = read_slim.metadata.resource_version
+    replaced = slim.replace_namespaced_secret("one", namespace, body)
+    assert base64.b64decode(replaced.data["k"]) == b"second"
+    body["metadata"]["resourceVersion"] = read_slim.metadata.resource_version  # stale now
+    with pytest.raises(ApiException) as conflict:
+        slim.replace_namespaced_secret("one", namespace, body)
+    assert conflict.value.status == 409
+    with pytest.raises(ApiException) as missing:
+        slim.read_namespaced_secret("absent", namespace)
+    assert missing.value.status == 404 and missing.value.reason == "Not Found"
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="not-its-uid"))
+    with pytest.raises(ApiException) as precondition:
+        slim.delete_namespaced_secret("one", namespace, body=options)
+    assert precondition.value.status == 409
+    status = slim.delete_namespaced_secret("one", namespace)
+    assert isinstance(status, client.V1Status)
+    with pytest.raises(ApiException):
+        full.read_namespaced_secret("one", namespace)
+    assert (
+        slim.read_namespace(namespace).metadata.uid == full.read_namespace(namespace).metadata.uid
+    )
+    account = slim.read_namespaced_service_account("default", namespace)
+    assert isinstance(account, client.V1ServiceAccount)
+
+
+def test_a_service_account_token_and_events_through_the_gateway(api_client, namespace):
+    cluster = KubeCluster(api_client)
+    assert isinstance(cluster.core, CoreV1)
+    wait_for(
+        lambda: cluster.get_service_account(namespace, "default") is not None,
+        timeout=30,
+        interval=0.2,
+        what="the default ServiceAccount",
+    )
+    token = cluster.request_token(namespace, "default", "hikyo.example", 600)
+    assert token.count(".") == 2  # a JWT, kept in memory only
+    core = CoreV1(api_client)
+    name = f"probe.{uuid.uuid4().hex[:8]}"
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        involved_object=client.V1ObjectReference(kind="Secret", name="x", namespace=namespace),
+        reason="Probe",
+        message="first",
+        type="Normal",
+        count=1,
+    )
+    assert core.create_namespaced_event(namespace, event).count == 1
+    patched = core.patch_namespaced_event(name, namespace, {"count": 2, "message": "again"})
+    assert isinstance(patched, client.CoreV1Event) and patched.count == 2
+
+
+def test_workload_lists_watches_and_the_stamp_patch(api_client, namespace):
+    apps, full = AppsV1(api_client), client.AppsV1Api(api_client)
+    full.create_namespaced_deployment(namespace, _deployment("web"))
+    listed = apps.list_namespaced_deployment(
+        namespace, resource_version="0", _preload_content=False
+    )
+    assert [d["metadata"]["name"] for d in json.loads(listed.data)["items"]] == ["web"]
+    cluster = KubeCluster(api_client)
+    assert [w.name for w in cluster.list_workloads(namespace)] == ["web"]
+    uid = full.read_namespaced_deployment("web", namespace).metadata.uid
+    cluster.patch_workload_stamp("Deployment", namespace, "web", "app-env", "s1", uid=uid)
+    template = full.read_namespaced_deployment("web", namespace).spec.template
+    assert template.metadata.annotations == {"stamp.hikyo.dev/app-env": "s1"}
+    with pytest.raises(Invalid):  # another uid (422): the object is never touched
+        cluster.patch_workload_stamp("Deployment", namespace, "web", "app-env", "s2", uid="x")
+    template = full.read_namespaced_deployment("web", namespace).spec.template
+    assert template.metadata.annotations == {"stamp.hikyo.dev/app-env": "s1"}
+
+    events: list[tuple[str, str]] = []
+    stop = threading.Event()
+    watcher = Watcher(
+        api_client,
+        Resource("deployments", apps.list_deployment_for_all_namespaces),
+        lambda kind, obj, initial: events.append((kind, obj["metadata"]["name"])),
+        stop,
+    )
+    watcher.start()
+    try:
+        wait_for(watcher.synced.is_set, timeout=30, interval=0.1, what="the first list")
+        assert ("ADDED", "web") in events
+        full.create_namespaced_deployment(namespace, _deployment("api"))
+        wait_for(lambda: ("ADDED", "api") in events, timeout=30, interval=0.1, what="the event")
+        full.delete_namespaced_deployment("api", namespace)
+        wait_for(lambda: ("DELETED", "api") in events, timeout=30, interval=0.1, what="DELETED")
+    finally:
+        stop.set()
+        watcher.join(timeout=90)
+
+
+def test_a_paged_relist_sees_every_object_and_reports_the_vanished_with_their_metadata(
+    api_client, crds, namespace
+):
+    custom = client.CustomObjectsApi(api_client)
+    for index in range(7):
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret(f"app-{index}")
+        )
+    events: list[tuple[str, dict, bool]] = []
+    resource = Resource(
+        "hikyosecrets",
+        custom.list_namespaced_custom_object,
+        (GROUP, VERSION, namespace, "hikyosecrets"),
+    )
+    watcher = Watcher(
+        api_client,
+        resource,
+        lambda k, o, i: events.append((k, o, i)),
+        threading.Event(),
+        page_size=3,
+    )
+    version = watcher._relist()  # three pages
+    assert sorted(o["metadata"]["name"] for k, o, i in events) == [f"app-{n}" for n in range(7)]
+    assert all(
+        k == "ADDED" and i and o["kind"] == "HikyoSecret" and o["spec"] for k, o, i in events
+    )
+    assert int(version) > 0
+    gone = next(o for _, o, _ in events if o["metadata"]["name"] == "app-4")
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "hikyosecrets", "app-4")
+    events.clear()
+    watcher._relist()
+    deleted = [(o, i) for k, o, i in events if k == "DELETED"]
+    assert len(deleted) == 1 and deleted[0][1] is True
+    tombstone = deleted[0][0]
+    assert tombstone["metadata"]["uid"] == gone["metadata"]["uid"]
+    assert tombstone["metadata"]["name"] == "app-4"
+    assert tombstone["metadata"]["namespace"] == namespace
+    assert tombstone["kind"] == "HikyoSecret"
+    assert "spec" not in tombstone and "managedFields" not in tombstone["metadata"]
+    assert len([k for k, _, _ in events if k == "ADDED"]) == 6

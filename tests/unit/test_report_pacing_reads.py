@@ -1,0 +1,101 @@
+"""A status report waiting for its instance's pace reads nothing while it waits (issue 13;
+S4.1.6 shares the instance's token bucket between fetches and reports, S7.4). Its first
+attempt reads the CR and the instance as always; the retries during the wait ask only the
+store; once a token is there it reads both again and goes on (here: to the credential)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from tests.unit.decide_fixtures import INSTANCE_UID, SETTINGS, cr, instance
+from workers.keys import ObjectKey
+from workers.queue.memory import MemoryQueue
+from workers.reporting import CLUSTER_ID_NOTE, _attempt
+from workers.runtime import Runtime
+
+STATUS = {
+    "lifecycle": "Synced",
+    "observedGeneration": 1,
+    "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "message": ""}],
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingCluster:
+    """The reads a report makes, counted; the credential Secret is missing (S2.4 refusal)."""
+
+    def __init__(self, the_cr: dict[str, Any], the_instance: dict[str, Any]) -> None:
+        self.cr, self.instance = the_cr, the_instance
+        self.reads: Counter[str] = Counter()
+
+    def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads["hikyosecret"] += 1
+        return self.cr
+
+    def get_instance(self, name: str) -> dict[str, Any] | None:
+        self.reads["instance"] += 1
+        return self.instance
+
+    def get_secret(self, namespace: str, name: str) -> None:
+        self.reads["secret"] += 1
+        return None
+
+
+def _runtime(cluster: CountingCluster, clock: Clock) -> Runtime:
+    queue = MemoryQueue(clock=clock)
+    queue.put_note(CLUSTER_ID_NOTE, "2f0c4bd6-0b7e-4d7e-9f55-3a1b1c7e9d10", 24 * 3600.0)
+    queue.put_note(f"capabilities:{INSTANCE_UID}", "status-report", 24 * 3600.0)
+    settings = replace(SETTINGS, fetch_qps=1.0, fetch_burst=1)
+    return Runtime(settings=settings, cluster=cluster, queue=queue)  # type: ignore[arg-type]
+
+
+def test_retries_during_a_token_wait_read_neither_the_cr_nor_the_instance():
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    clock = Clock()
+    runtime = _runtime(cluster, clock)
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    assert runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1) == 0  # a fetch took it
+
+    attempt, wait = _attempt(runtime, key)
+    assert attempt is None and wait is not None and 0 < wait <= 1.0
+    assert cluster.reads == {"hikyosecret": 1, "instance": 1}
+
+    for _ in range(3):  # retries, each still inside the wait
+        clock.now += 0.2
+        attempt, wait = _attempt(runtime, key)
+        assert attempt is None and wait is not None and wait > 0
+    assert cluster.reads == {"hikyosecret": 1, "instance": 1}  # nothing read again
+
+    clock.now += 1.0  # a token is there
+    attempt, wait = _attempt(runtime, key)
+    assert cluster.reads == {"hikyosecret": 2, "instance": 2, "secret": 1}
+    assert attempt is None and wait is not None and wait > 1.0  # refused credential: the period
+    # The token this report took is its own: no second one was taken for it.
+    assert runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1) > 0
+
+
+def test_a_report_paused_by_s7_5_is_not_paced_but_paused():
+    """The S7.5 pause is checked before the pace, as on the first attempt."""
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    clock = Clock()
+    runtime = _runtime(cluster, clock)
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1)
+    _attempt(runtime, key)  # waits, and notes the instance
+    runtime.queue.put_note("reports-paused:uid-m", "1", 3600.0)
+    clock.now += 1.0  # a token is there again
+    attempt, wait = _attempt(runtime, key)
+    assert attempt is None and wait is not None and wait > 1.0  # the heartbeat period
+    assert cluster.reads["hikyosecret"] == 2  # read, as the pause path always did
+    assert runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1) == 0  # not taken
