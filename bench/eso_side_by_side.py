@@ -242,13 +242,13 @@ def process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
                 proc.wait(timeout=20)
 
 
-def eso_argv(binary: Path, metrics_port: int, concurrent: int) -> list[str]:
+def eso_argv(binary: Path, metrics_port: int, concurrent: int, namespace: str) -> list[str]:
     """The controller (ESO's default command), out of cluster, one namespace, no leader
     election; the cluster-wide and push reconcilers are off since nothing here uses them."""
     return [
         str(binary),
         f"--metrics-addr=127.0.0.1:{metrics_port}",
-        f"--namespace={NAMESPACE}",
+        f"--namespace={namespace}",
         f"--concurrent={concurrent}",
         "--enable-leader-election=false",
         "--enable-cluster-store-reconciler=false",
@@ -259,10 +259,12 @@ def eso_argv(binary: Path, metrics_port: int, concurrent: int) -> list[str]:
     ]
 
 
-def start_eso(build: EsoBuild, kubeconfig: Path, log: Path, concurrent: int = 1):
+def start_eso(
+    build: EsoBuild, kubeconfig: Path, log: Path, concurrent: int = 1, namespace: str = NAMESPACE
+):
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")}
     env["KUBECONFIG"] = str(kubeconfig)
-    return process(eso_argv(build.binary, free_port(), concurrent), env, log)
+    return process(eso_argv(build.binary, free_port(), concurrent, namespace), env, log)
 
 
 def operator_env(kubeconfig: Path, data_dir: Path, health_port: int) -> dict[str, str]:
@@ -471,7 +473,11 @@ def run_eso(
 
 
 def wait_store_ready(
-    api: client.ApiClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0
+    api: client.ApiClient,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    namespace: str = NAMESPACE,
+    timeout: float = 120.0,
 ) -> None:
     """ESO validates the store first; ExternalSecrets of a store not Ready wait (flood gate)."""
     custom = client.CustomObjectsApi(api)
@@ -482,7 +488,7 @@ def wait_store_ready(
         store = custom.get_namespaced_custom_object(
             ESO_GROUP,
             ESO_VERSION,
-            NAMESPACE,
+            namespace,
             "secretstores",
             "hikyo",
             _request_timeout=CALL_TIMEOUT,
