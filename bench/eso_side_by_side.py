@@ -82,28 +82,26 @@ class EsoBuild:
 def build_eso(progress: Callable[[str], None] | None = None) -> EsoBuild:
     """Runs tools/build-eso.sh (a no-op when cached, or ESO= a prebuilt binary); relays its
     stderr lines to ``progress``. Raises EsoUnavailable with the script's last error line."""
-    proc = subprocess.Popen(
-        ["bash", str(BUILD_SCRIPT)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     last = ""
-    assert proc.stderr is not None and proc.stdout is not None
-    deadline = time.monotonic() + BUILD_TIMEOUT
-    for line in proc.stderr:  # ends when the script exits
-        last = line.rstrip() or last
-        if progress:
-            progress(line.rstrip())
-        if time.monotonic() > deadline:
+    with subprocess.Popen(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None and proc.stdout is not None
+        deadline = time.monotonic() + BUILD_TIMEOUT
+        for line in proc.stderr:  # ends when the script exits
+            last = line.rstrip() or last
+            if progress:
+                progress(line.rstrip())
+            if time.monotonic() > deadline:
+                proc.kill()
+                last = f"{BUILD_SCRIPT} still running after {BUILD_TIMEOUT:.0f} s; killed"
+                break
+        stdout = proc.stdout.read()
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             proc.kill()
-            break
-    stdout = proc.stdout.read()
-    try:
-        code = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = -9
+            code = -9
     lines = stdout.strip().splitlines()
     if code != 0 or not lines:
         raise EsoUnavailable(last or f"{BUILD_SCRIPT} exited {code}")
