@@ -1,6 +1,8 @@
 """A reference Hikyo delivery server for tests and demos (``spec/delivery-api.yaml``).
 
-Serves ``GET .../delivery`` and the proposed ``POST .../delivery/status`` over real HTTPS
+Serves ``GET .../delivery`` and the proposed ``POST .../delivery/status`` (plus the
+devserver-only ``GET .../delivery/values``, a flat JSON object for generic webhook clients
+such as External Secrets Operator's) over real HTTPS
 with a throw-away CA, plus a control surface (publish, credentials, grants, reveal, pins,
 capabilities, faults). The operator never imports this package; tests and demos do.
 

@@ -1,9 +1,15 @@
 """Request handling, independent of the socket layer: an incoming request in, a Reply out.
 
-Order of decisions for both endpoints (delivery-api.yaml): route (unknown route or method
+Order of decisions for every endpoint (delivery-api.yaml): route (unknown route or method
 is the uniform 404) -> injected fault -> request syntax (400, decided before
 authentication) -> authentication (401) -> authorization (uniform 404) -> state (409/400)
 -> answer.
+
+``GET .../delivery/values`` is a devserver-only route, not part of delivery-api.yaml: the
+values the bearer's delivery would carry, as one flat JSON object ``{"NAME": "value"}``
+(same authentication, grants, reveal and pin rules; presence-only keys are left out). It
+exists so External Secrets Operator's generic webhook provider can read the same values
+the operator does, for the side-by-side benchmark (bench/eso_side_by_side.py).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ class Incoming:
 
 @dataclass(frozen=True)
 class Route:
-    kind: str  # "delivery" | "status"
+    kind: str  # "delivery" | "status" | "values" (devserver-only, see the module docstring)
     scope: Scope
 
 
@@ -90,6 +96,8 @@ def match_route(method: str, path: str, prefix: str) -> Route | None:
         return Route("delivery", (org, project, environment)) if method == "GET" else None
     if segments[10] == "status" and method == "POST":
         return Route("status", (org, project, environment))
+    if segments[10] == "values" and method == "GET":
+        return Route("values", (org, project, environment))
     return None
 
 
@@ -238,6 +246,8 @@ class DeliveryApp:
             except QueryInvalid as exc:
                 return error_reply(400, detail=str(exc))
             return self._deliver(route.scope, query, principal)
+        if route.kind == "values":
+            return self._values(route.scope, principal)
         return self._report(incoming, route.scope, principal)
 
     def _delivery_body(
@@ -270,6 +280,15 @@ class DeliveryApp:
         """fetchDelivery: 200, or 401 / uniform 404 / 409 / 400 (pinned refusal)."""
         body = self._delivery_body(scope, query, principal)
         return body if isinstance(body, Reply) else json_reply(200, body)
+
+    def _values(self, scope: Scope, principal: Principal | None) -> Reply:
+        """The devserver-only values route: 200 ``{"NAME": "value"}``, or what a full
+        delivery without a cursor would refuse with (401 / uniform 404 / 409 / 400)."""
+        body = self._delivery_body(scope, DeliveryQuery(None, "full", ()), principal)
+        if isinstance(body, Reply):
+            return body
+        values = {key["name"]: key["value"] for key in body["keys"] if "value" in key}
+        return json_reply(200, values)
 
     def _report(self, incoming: Incoming, scope: Scope, principal: Principal | None) -> Reply:
         """reportDeliveryStatus (S7.3): 204, or 400 / 401 / uniform 404."""

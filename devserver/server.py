@@ -187,6 +187,10 @@ class DevServer:
     def status_url(self, org: str, project: str, environment: str) -> str:
         return self.delivery_url(org, project, environment) + "/status"
 
+    def values_url(self, org: str, project: str, environment: str) -> str:
+        """The devserver-only flat values route (``devserver.app`` docstring)."""
+        return self.delivery_url(org, project, environment) + "/values"
+
     # -- catalogue and authority -------------------------------------------------------
 
     def publish(
