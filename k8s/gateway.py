@@ -177,6 +177,20 @@ def _secret_body(secret: SecretObject) -> dict[str, Any]:
     }
 
 
+REACH_PAGE_SIZE = 500
+
+
+def reach_fields(cr: dict[str, Any]) -> dict[str, Any]:
+    """What S6.3's reach check reads of a CR: its name and namespace, status.stamp and
+    status.operatorNamespace (``workers.engine.stamp_root.stamped_in_reach``)."""
+    metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
+    kept_status = {k: status[k] for k in ("stamp", "operatorNamespace") if k in status}
+    return {
+        "metadata": {k: metadata[k] for k in ("namespace", "name", "uid") if k in metadata},
+        "status": kept_status,
+    }
+
+
 class KubeCluster:
     """Implements workers.engine.ports.Cluster."""
 
@@ -300,17 +314,43 @@ class KubeCluster:
             with _translated(
                 "list hikyosecrets", verb="list", group=GROUP, resource=SECRETS_PLURAL
             ):
-                listed = self.custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
-            return list(listed.get("items") or [])
+                return self._reach_pages(
+                    self.custom.list_cluster_custom_object, (GROUP, VERSION, SECRETS_PLURAL)
+                )
         items: list[dict[str, Any]] = []
         for namespace in namespaces:
             try:
-                listed_here = self._list_hikyosecrets(namespace)
+                with _translated(
+                    f"list hikyosecrets {namespace}",
+                    verb="list",
+                    group=GROUP,
+                    resource=SECRETS_PLURAL,
+                    namespace=namespace,
+                ):
+                    listed_here = self._reach_pages(
+                        self.custom.list_namespaced_custom_object,
+                        (GROUP, VERSION, namespace, SECRETS_PLURAL),
+                    )
             except Forbidden:
                 log.info("hikyosecrets in %s are not readable; outside our reach", namespace)
                 continue
             items.extend(listed_here)
         return items
+
+    @staticmethod
+    def _reach_pages(list_fn: Callable[..., Any], args: tuple[str, ...]) -> list[dict[str, Any]]:
+        """One consistent (uncached) list, read in pages of REACH_PAGE_SIZE, each CR reduced at
+        once to what S6.3 reads (``reach_fields``): a fresh install at thousands of CRs would
+        otherwise hold every CR in full, once per reconcile running at the same time."""
+        items: list[dict[str, Any]] = []
+        paging: dict[str, Any] = {"limit": REACH_PAGE_SIZE}
+        while True:
+            page = json.loads(list_fn(*args, _preload_content=False, **paging).data)
+            items.extend(reach_fields(item) for item in page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            paging["_continue"] = token
 
     def access_allowed(
         self, verb: str, group: str, resource: str, subresource: str, namespace: str

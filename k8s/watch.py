@@ -157,10 +157,13 @@ class Watcher(threading.Thread):
         return resource_version
 
 
+TOMBSTONE_METADATA = ("name", "namespace", "uid", "resourceVersion", "annotations")
+
+
 def tombstone(obj: dict[str, Any]) -> dict[str, Any]:
-    """What a DELETED event for a vanished object carries: kind, apiVersion and its metadata
-    without managedFields (the routers read names, uid and annotations, never spec or status)."""
-    metadata = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    """What a DELETED event for a vanished object carries: kind, apiVersion and the metadata
+    the routers read (names, uid, annotations), never spec, status or managedFields."""
+    metadata = {k: obj["metadata"][k] for k in TOMBSTONE_METADATA if k in obj["metadata"]}
     kept = {"metadata": metadata}
     for field in ("apiVersion", "kind"):
         if field in obj:

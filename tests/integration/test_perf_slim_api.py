@@ -13,12 +13,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from k8s import gateway
 from k8s.errors import Invalid
 from k8s.gateway import KubeCluster
 from k8s.slim_api import AppsV1, CoreV1
 from k8s.watch import Resource, Watcher
 from tests.support.factories import GROUP, VERSION, make_hikyosecret
 from tests.support.waiting import wait_for
+from workers.engine.stamp_root import stamped_in_reach
 
 
 def _secret(name: str, value: bytes) -> dict:
@@ -188,3 +190,39 @@ def test_a_paged_relist_sees_every_object_and_reports_the_vanished_with_their_me
     assert tombstone["kind"] == "HikyoSecret"
     assert "spec" not in tombstone and "managedFields" not in tombstone["metadata"]
     assert len([k for k, _, _ in events if k == "ADDED"]) == 6
+
+
+def test_the_reach_list_is_paged_and_keeps_what_s6_3_reads(
+    api_client, crds, namespace, monkeypatch
+):
+    custom = client.CustomObjectsApi(api_client)
+    for index in range(5):
+        created = custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret(f"app-{index}")
+        )
+        if index % 2 == 0:
+            custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                "hikyosecrets",
+                f"app-{index}",
+                {"status": {"stamp": f"stamp-{index}", "lifecycle": "Synced"}},
+            )
+    monkeypatch.setattr(gateway, "REACH_PAGE_SIZE", 2)
+    reach = KubeCluster(api_client).list_hikyosecrets_in([namespace])
+    assert sorted(cr["metadata"]["name"] for cr in reach) == [f"app-{n}" for n in range(5)]
+    assert all(set(cr) == {"metadata", "status"} for cr in reach)
+    assert {cr["metadata"]["name"]: cr["status"].get("stamp") for cr in reach} == {
+        "app-0": "stamp-0",
+        "app-1": None,
+        "app-2": "stamp-2",
+        "app-3": None,
+        "app-4": "stamp-4",
+    }
+    assert created["metadata"]["uid"] in {cr["metadata"]["uid"] for cr in reach}
+    assert stamped_in_reach(reach, "hikyo-system") == [
+        f"{namespace}/app-0",
+        f"{namespace}/app-2",
+        f"{namespace}/app-4",
+    ]

@@ -128,7 +128,8 @@ class ClusterReads(Protocol):
         self, namespace: str, service_account: str, audience: str, seconds: int
     ) -> str: ...
     def list_hikyosecrets_for_target(self, namespace: str, target: str) -> list[dict[str, Any]]: ...
-    # S6.3: the CRs in reach; ``namespaces`` is the watch list, empty = cluster-wide.
+    # S6.3: the CRs in reach; ``namespaces`` is the watch list, empty = cluster-wide. Each may
+    # be reduced to metadata name/namespace/uid and status stamp/operatorNamespace.
     def list_hikyosecrets_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]: ...
     # S4.15: a SelfSubjectAccessReview, which changes nothing.
     def access_allowed(
