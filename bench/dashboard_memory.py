@@ -42,6 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
+from bench.common import status_kib  # noqa: E402
+
 LIMIT_MIB = 128  # the chart's memory limit for the operator container (issue 10)
 OVERVIEW = "/admin/observations/trackedobject/overview/"
 CHANGELIST = "/admin/observations/trackedobject/"
@@ -283,20 +285,6 @@ def seed(count: int) -> dict[str, Any]:
 # --- the operator's memory --------------------------------------------------------------------
 
 
-def _status_kib(pid: int) -> dict[str, int]:
-    """VmRSS, VmHWM, RssAnon and RssFile (KiB) from /proc/<pid>/status; {} once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    found = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-            found[key] = int(rest.split()[0])
-    return found
-
-
 def _mib(kib: float) -> float:
     return round(kib / 1024, 1)
 
@@ -316,7 +304,7 @@ class Sampler(threading.Thread):
             self._stop_event.wait(SAMPLE_SECONDS)
 
     def sample(self) -> dict[str, int]:
-        found = _status_kib(self.pid)
+        found = status_kib(self.pid, ("VmRSS", "VmHWM", "RssAnon", "RssFile"))
         if found:
             self.samples.append((time.monotonic(), found["VmRSS"], found["VmHWM"]))
         return found

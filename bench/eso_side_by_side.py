@@ -52,6 +52,7 @@ if str(REPO) not in sys.path:
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
+from bench.common import bench_hikyosecret, bench_instance, status_kib  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
 from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
 
@@ -182,23 +183,6 @@ def external_secret(name: str, refresh_seconds: int) -> dict[str, Any]:
     }
 
 
-def hikyo_secret(name: str, scope: tuple[str, str, str], refresh_seconds: int) -> dict[str, Any]:
-    org, project, environment = scope
-    return {
-        "apiVersion": "hikyo.dev/v1alpha1",
-        "kind": "HikyoSecret",
-        "metadata": {"name": name},
-        "spec": {
-            "instanceRef": {"name": "bench"},
-            "auth": {"secretRef": {"name": "credential"}},
-            "scope": {"org": org, "project": project, "environment": environment},
-            "allKeys": True,
-            "resyncInterval": f"{refresh_seconds}s",
-            "target": {"name": f"{name}-env"},
-        },
-    }
-
-
 # --- processes -------------------------------------------------------------------------------
 
 
@@ -208,20 +192,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def status_kib(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (KiB) of ``pid``; {} once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    found = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = int(rest.split()[0])
-    return found
 
 
 @contextlib.contextmanager
@@ -554,12 +524,7 @@ def run_ours(
             "hikyo.dev",
             "v1alpha1",
             "hikyoinstances",
-            {
-                "apiVersion": "hikyo.dev/v1alpha1",
-                "kind": "HikyoInstance",
-                "metadata": {"name": "bench"},
-                "spec": {"url": hikyo.url, "caBundle": hikyo.ca_bundle_b64},
-            },
+            bench_instance(hikyo.url, hikyo.ca_bundle_b64),
             _request_timeout=CALL_TIMEOUT,
         )
         core.create_namespaced_secret(
@@ -590,7 +555,7 @@ def run_ours(
                     "v1alpha1",
                     NAMESPACE,
                     "hikyosecrets",
-                    hikyo_secret(name, scope, refresh),
+                    bench_hikyosecret(name, scope, refresh),
                     _request_timeout=CALL_TIMEOUT,
                 )
             side.create_seconds = time.monotonic() - started

@@ -46,6 +46,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 import dashboard_memory as dashboard  # noqa: E402
 
+from bench.common import bench_hikyosecret, bench_instance  # noqa: E402
+
 NAMESPACES = 10
 KEYS = 10
 TOKEN = "bench-token"  # a devserver credential of this run only
@@ -112,12 +114,7 @@ def _world(api: Any, hikyo: Any, count: int) -> dict[str, Any]:
         "hikyo.dev",
         "v1alpha1",
         "hikyoinstances",
-        {
-            "apiVersion": "hikyo.dev/v1alpha1",
-            "kind": "HikyoInstance",
-            "metadata": {"name": "bench"},
-            "spec": {"url": hikyo.url, "caBundle": hikyo.ca_bundle_b64},
-        },
+        bench_instance(hikyo.url, hikyo.ca_bundle_b64),
     )
     for namespace in names:
         core.create_namespaced_secret(
@@ -139,18 +136,7 @@ def _world(api: Any, hikyo: Any, count: int) -> dict[str, Any]:
             "v1alpha1",
             namespace,
             "hikyosecrets",
-            {
-                "apiVersion": "hikyo.dev/v1alpha1",
-                "kind": "HikyoSecret",
-                "metadata": {"name": name},
-                "spec": {
-                    "instanceRef": {"name": "bench"},
-                    "auth": {"secretRef": {"name": "credential"}},
-                    "scope": {"org": org, "project": project, "environment": environment},
-                    "allKeys": True,
-                    "target": {"name": f"{name}-env"},
-                },
-            },
+            bench_hikyosecret(name, (org, project, environment)),
         )
 
     with ThreadPoolExecutor(8) as pool:

@@ -27,6 +27,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 from kubernetes import client, config  # noqa: E402
 
+from bench.common import bench_hikyosecret, bench_instance  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
 from hikyo.clients import ClientCache  # noqa: E402
 from k8s.crd_manifests import install_crds  # noqa: E402
@@ -109,12 +110,7 @@ def main() -> None:
                 "hikyo.dev",
                 "v1alpha1",
                 "hikyoinstances",
-                {
-                    "apiVersion": "hikyo.dev/v1alpha1",
-                    "kind": "HikyoInstance",
-                    "metadata": {"name": "bench"},
-                    "spec": {"url": hikyo.url, "caBundle": hikyo.ca_bundle_b64},
-                },
+                bench_instance(hikyo.url, hikyo.ca_bundle_b64),
             )
             core.create_namespaced_secret(
                 NAMESPACE,
@@ -133,18 +129,7 @@ def main() -> None:
                     "v1alpha1",
                     NAMESPACE,
                     "hikyosecrets",
-                    {
-                        "apiVersion": "hikyo.dev/v1alpha1",
-                        "kind": "HikyoSecret",
-                        "metadata": {"name": name},
-                        "spec": {
-                            "instanceRef": {"name": "bench"},
-                            "auth": {"secretRef": {"name": "credential"}},
-                            "scope": {"org": org, "project": project, "environment": environment},
-                            "allKeys": True,
-                            "target": {"name": f"{name}-env"},
-                        },
-                    },
+                    bench_hikyosecret(name, (org, project, environment)),
                 )
             engine = Engine(
                 cluster=KubeCluster(api),
