@@ -151,6 +151,10 @@ class Fleet:
             return
         self._stopped = True
         self.sampler.stop()
+        for service in self.operator.services:  # all shut down at once, not one after another
+            if service.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    service.process.terminate()  # type: ignore[union-attr]
         self.operator.stop()  # each service: SIGTERM, SIGKILL to its group after 20 s
 
     def log_tails(self, lines: int = LOG_TAIL_LINES) -> str:

@@ -147,7 +147,7 @@ class Bench:
                     stack,
                 )
                 side = Side(label, n, api, hikyo, world, fleet, create_seconds, tmp)
-                stack.callback(lambda: side.tracker.stop() if side.tracker else None)
+                stack.callback(lambda: side.tracker.close() if side.tracker else None)
                 yield side
             except BaseException:
                 if fleet is not None:
@@ -214,8 +214,8 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
             )
             for share in (25, 50, 75, 100)
         },
-        "apiserver": request_table(delta),
-        "apiserver_total": sum(v for v in delta.values() if v > 0),
+        "apiserver": (table := request_table(delta)),
+        "apiserver_total": sum(table.values()),
         "hikyo": dict(sorted(Counter(f"{r.method} {r.status}" for r in answered).items())),
         "memory": memory,
     }
@@ -252,6 +252,8 @@ def p1(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
                 bench.cold_runs[(n, workers)] = run
                 if workers == 0:
                     side.fleet.stop()
+                    if side.tracker:  # the floor's status patches need no watching
+                        side.tracker.close()
                     for threads in FLOOR_THREADS:
                         done = floor(side.api, side.hikyo, side.world, threads)
                         size["floor"][str(threads)] = done["seconds"]

@@ -4,6 +4,8 @@ process (and the devserver it hosts) with megabytes of JSON while the operator i
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from typing import Any
@@ -16,8 +18,6 @@ WATCH_SECONDS = 30  # the server ends each watch after this; the tracker watches
 
 def list_with_version(api: Any, path: str) -> tuple[list[dict[str, Any]], str]:
     """A raw LIST and its resourceVersion (for a WATCH from there)."""
-    import json
-
     method, url, headers, *_ = api.param_serialize(
         "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
     )
@@ -43,6 +43,7 @@ class ReadyTracker(threading.Thread):
         self._changed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._synced = threading.Event()  # the first LIST is in
+        self._open: Any = None  # the urllib3 response of the WATCH being read
 
     def start_and_wait(self, timeout: float = 60.0) -> ReadyTracker:
         self.start()
@@ -74,50 +75,65 @@ class ReadyTracker(threading.Thread):
         return version
 
     def _watch(self, version: str) -> str:
-        """One server-bounded WATCH from ``version``; the version to go on from (a relist's
-        after 410 Gone)."""
-        from kubernetes import client, watch
-        from kubernetes.client.rest import ApiException
-
-        stream = watch.Watch()
-        events = stream.stream(
-            client.CustomObjectsApi(self.api).list_cluster_custom_object,
-            "hikyo.dev",
-            "v1alpha1",
-            "hikyosecrets",
-            resource_version=version,
-            timeout_seconds=WATCH_SECONDS,
-            _request_timeout=(5, WATCH_SECONDS + 30),
+        """One server-bounded WATCH from ``version``, read raw so that ``stop`` can end it at
+        once (an open watch holds the apiserver's shutdown back); the version to go on from."""
+        method, url, headers, *_ = self.api.param_serialize(
+            "GET",
+            HIKYOSECRETS,
+            query_params=[
+                ("watch", "true"),
+                ("resourceVersion", version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(WATCH_SECONDS)),
+            ],
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
         )
+        answer = self.api.call_api(
+            method, url, header_params=headers, _request_timeout=(5, WATCH_SECONDS + 30)
+        )
+        raw = answer.response
         try:
-            return self._follow(stream, events, version)
-        except ApiException as error:
-            if error.status == 410:
+            if answer.status == 410:
                 return self._relist()
-            raise
+            if answer.status != 200:
+                raise RuntimeError(f"the WATCH of HikyoSecrets answered {answer.status}")
+            with self._lock:
+                self._open = raw
+            return self._follow(raw, version)
         finally:
             with self._lock:
+                self._open = None
                 self.watch_ends.append(time.monotonic())
+            raw.release_conn()
 
-    def _follow(self, stream: Any, events: Any, version: str) -> str:
-        for event in events:
+    def _follow(self, raw: Any, version: str) -> str:
+        pending = b""
+        for chunk in raw.stream(64 * 1024):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, item = event["type"], event["object"]
+                if kind == "ERROR":
+                    if item.get("code") == 410:  # the version is too old: start over
+                        return self._relist()
+                    raise RuntimeError(f"the WATCH of HikyoSecrets failed: {item.get('message')}")
+                version = item["metadata"]["resourceVersion"]
+                if kind == "BOOKMARK":
+                    continue
+                uid = item["metadata"]["uid"]
+                with self._changed:
+                    if kind == "DELETED":
+                        self._state.pop(uid, None)
+                    else:
+                        self._state[uid] = self._of(item)
+                    self._changed.notify_all()
             if self._stopping.is_set():
-                stream.stop()
                 break
-            kind, item = event["type"], event["object"]
-            if kind == "ERROR":
-                if item.get("code") == 410:  # the version is too old: start over
-                    stream.stop()
-                    return self._relist()
-                raise RuntimeError(f"watch of HikyoSecrets failed: {item.get('message')}")
-            uid = item["metadata"]["uid"]
-            with self._changed:
-                if kind == "DELETED":
-                    self._state.pop(uid, None)
-                else:
-                    self._state[uid] = self._of(item)
-                self._changed.notify_all()
-        return stream.resource_version or version
+        return version
 
     @staticmethod
     def _of(item: dict[str, Any]) -> tuple[bool, bool]:
@@ -145,10 +161,15 @@ class ReadyTracker(threading.Thread):
         self._raise()
 
     def stop(self) -> None:
+        """Ends the open WATCH now (shutting its socket down wakes the blocked read)."""
         self._stopping.set()
+        with self._lock:
+            open_watch = self._open
+        if open_watch is not None:
+            with contextlib.suppress(OSError, AttributeError):
+                open_watch.shutdown()
 
-    def join_stopped(self, timeout: float = WATCH_SECONDS + 35) -> None:
-        """Waits for the current WATCH to end (the server ends it within WATCH_SECONDS)."""
+    def close(self, timeout: float = 5.0) -> None:
         self.stop()
         if self.is_alive():
             self.join(timeout)
