@@ -235,7 +235,7 @@ def p7_rows(p7: dict[str, Any]) -> list[list[str]]:
     if "per_cr" not in p7:
         return []
     where = f"P7 {fmt_n(p7['n'])}"
-    top = ", ".join(f"{k} {v:g}" for k, v in p7["per_cr"].items())
+    top = ", ".join(f"{k} {v:g}" if v >= 0.01 else f"{k} <0.01" for k, v in p7["per_cr"].items())
     return [
         [
             where,
@@ -254,8 +254,8 @@ NOTES = {
     "p1": (
         "P1: seconds from launching run_operator (its boot included; scaled: the celery "
         "workers booted first and idle, each with its prefork pool) to every HikyoSecret "
-        "Ready=True at its generation, seen by a raw LIST every 0.5 s (1 s above 1,000); the "
-        "CRs exist before the start. Floor: after the embedded operator stopped, in the same "
+        "Ready=True at its generation, seen through one LIST and a WATCH; the CRs exist "
+        "before the start. Floor: after the embedded operator stopped, in the same "
         "world, per CR one HTTPS fetch of the same delivery (kept-alive), one Secret create, "
         "one status merge-patch; ratio = operator seconds / floor seconds (1 thread / 8 threads)."
     ),

@@ -140,7 +140,7 @@ def results() -> dict:
             "p7": {
                 "n": 1000,
                 "source": "P1 embedded cold start",
-                "per_cr": {"GET secrets": 5.3, "POST secrets": 1.0},
+                "per_cr": {"GET secrets": 5.3, "POST secrets": 1.0, "GET namespaces": 0.0},
                 "total_per_cr": 13.6,
                 "lease_per_cr": 0.01,
             },
@@ -189,6 +189,8 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
         )
     ]
     assert p7[2] == "6.80\u00d7"
+    by_verb = by_figure[("P7 N = 1,000", "by verb and resource, per CR")]
+    assert by_verb[0] == "GET secrets 5.3, POST secrets 1, GET namespaces <0.01"
 
 
 def test_render_lists_the_wall_times_notes_and_settings():
