@@ -52,6 +52,13 @@ if str(REPO) not in sys.path:
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
+from bench.apiserver import (  # noqa: E402
+    CALL_TIMEOUT,
+    current,
+    list_json,
+    measure_period,
+    ready,
+)
 from bench.common import bench_hikyosecret, bench_instance, status_kib  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
 from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
@@ -62,9 +69,7 @@ TOKEN = "hik_bench_side_by_side"
 ESO_GROUP, ESO_VERSION = "external-secrets.io", "v1"
 BUILD_SCRIPT = REPO / "tools" / "build-eso.sh"
 BUILD_TIMEOUT = 3600.0  # a cold build of every ESO provider on 2 shared cores
-CALL_TIMEOUT = 60  # seconds, every apiserver call of this script
 POLL_SECONDS = 1.0
-WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
 
 
 class EsoUnavailable(RuntimeError):
@@ -256,37 +261,6 @@ def operator_env(kubeconfig: Path, data_dir: Path, health_port: int) -> dict[str
 # --- apiserver reads -------------------------------------------------------------------------
 
 
-def request_totals(api: client.ApiClient) -> Counter[tuple[str, str]]:
-    """apiserver_request_total summed by (verb, resource)."""
-    method, url, headers, *_ = api.param_serialize(
-        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
-    )
-    response = api.call_api(method, url, header_params=headers, _request_timeout=CALL_TIMEOUT)
-    response.read()
-    totals: Counter[tuple[str, str]] = Counter()
-    for line in response.data.decode().splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            key = (labels.get("verb", ""), labels.get("resource", "") or "nonresource")
-            totals[key] += int(float(line.rsplit(" ", 1)[1]))
-    return totals
-
-
-def list_json(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
-    """A raw LIST (no model deserialisation: the poll must stay cheap at N = 1,000)."""
-    method, url, headers, *_ = api.param_serialize(
-        "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
-    )
-    response = api.call_api(method, url, header_params=headers, _request_timeout=CALL_TIMEOUT)
-    response.read()
-    return json.loads(response.data)["items"]
-
-
-def ready(item: dict[str, Any]) -> bool:
-    conditions = (item.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 EXPECTED = {name: base64.b64encode(value.encode()).decode() for name, value in KEYS.items()}
 
 
@@ -327,14 +301,6 @@ def wait_synced(
     )
 
 
-def writes(delta: Counter[tuple[str, str]]) -> dict[str, int]:
-    return {
-        f"{verb} {resource}": n
-        for (verb, resource), n in sorted(delta.items())
-        if verb in WRITE_VERBS and n and resource != "leases"
-    }
-
-
 # --- one side --------------------------------------------------------------------------------
 
 
@@ -357,35 +323,9 @@ def new_cluster(tmp: Path) -> tuple[LocalControlPlane, client.ApiClient]:
     return cluster, api
 
 
-def measure_period(
-    api: client.ApiClient, hikyo: DevServer, refresh: int, fetch_filter: Callable[[Any], bool]
-) -> tuple[dict[str, Any], list[Any]]:
-    before, seen = request_totals(api), len(hikyo.requests)
-    time.sleep(refresh)
-    after = request_totals(api)
-    fetched = [r for r in hikyo.requests[seen:] if fetch_filter(r)]
-    delta = after - before
-    delta[("GET", "nonresource")] -= 1  # this script's own /metrics scrape
-    return (
-        {
-            "seconds": refresh,
-            "apiserver_writes": writes(delta),
-            "apiserver_writes_total": sum(writes(delta).values()),
-            "apiserver_requests_total": sum(n for (_, res), n in delta.items() if res != "leases"),
-            "fetches": len(fetched),
-        },
-        fetched,
-    )
-
-
 def eso_fetches(hikyo: DevServer, names: list[str]) -> Counter[str]:
     tagged = Counter(r.query.get("es", "") for r in hikyo.requests if r.path.endswith("/values"))
     return Counter({name: tagged[name] for name in names})
-
-
-def current(item: dict[str, Any]) -> bool:
-    conditions = (item.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Synced" and c.get("reason") == "Current" for c in conditions)
 
 
 def settle(done: Callable[[], bool], refresh: int, alive: Callable[[], bool]) -> float:

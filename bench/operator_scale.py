@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -35,7 +34,6 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,30 +44,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 import dashboard_memory as dashboard  # noqa: E402
 
-from bench.common import bench_hikyosecret, bench_instance  # noqa: E402
+from bench.apiserver import request_counts  # noqa: E402
+from bench.world import KEYS, NAMESPACES, create_world, floor, ready_count  # noqa: E402
 
-NAMESPACES = 10
-KEYS = 10
-TOKEN = "bench-token"  # a devserver credential of this run only
 READY_TIMEOUT = 1800.0
 RESOURCES = ("hikyosecrets", "hikyoinstances", "secrets", "events", "leases", "serviceaccounts")
 
 
 def _apiserver_requests(api: Any) -> Counter[str]:
     """apiserver_request_total as "resource VERB" for the resources the operator touches."""
-    method, url, headers, *_ = api.param_serialize(
-        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
-    )
-    response = api.call_api(method, url, header_params=headers, _request_timeout=(5, 60))
-    response.read()
     totals: Counter[str] = Counter()
-    for line in response.data.decode().splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            resource = labels.get("resource", "")
-            if resource in RESOURCES:
-                sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
-                totals[f"{resource}{sub} {labels['verb']}"] += int(float(line.rsplit(" ", 1)[1]))
+    for (verb, resource, subresource), n in request_counts(api).items():
+        if resource in RESOURCES:
+            totals[f"{resource}{f'/{subresource}' if subresource else ''} {verb}"] += n
     return totals
 
 
@@ -89,118 +76,6 @@ class Handshakes:
             original(server, request, client_address)
 
         OriginServer.finish_request = counted  # type: ignore[method-assign]
-
-
-def _world(api: Any, hikyo: Any, count: int) -> dict[str, Any]:
-    from kubernetes import client
-
-    from devserver import new_id
-
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    names = [f"bench-{i}" for i in range(NAMESPACES)]
-    for name in ("hikyo-system", *names):
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    org, project, environment = new_id("org"), new_id("prj"), new_id("env")
-    hikyo.publish(
-        org,
-        project,
-        environment,
-        [{"name": f"KEY_{i}", "classification": "config", "value": f"v-{i}"} for i in range(KEYS)],
-    )
-    hikyo.add_credential(
-        TOKEN, org, project, environment, grants=("read", "reveal", "report-delivery-status")
-    )
-    custom.create_cluster_custom_object(
-        "hikyo.dev",
-        "v1alpha1",
-        "hikyoinstances",
-        bench_instance(hikyo.url, hikyo.ca_bundle_b64),
-    )
-    for namespace in names:
-        core.create_namespaced_secret(
-            namespace,
-            client.V1Secret(
-                metadata=client.V1ObjectMeta(
-                    name="credential",
-                    labels={"hikyo.dev/delivery": "true", "hikyo.dev/instance": "bench"},
-                ),
-                string_data={"hikyo-token": TOKEN},
-            ),
-        )
-    crs = [(names[i % NAMESPACES], f"app-{i:05d}") for i in range(count)]
-
-    def create(cr: tuple[str, str]) -> None:
-        namespace, name = cr
-        custom.create_namespaced_custom_object(
-            "hikyo.dev",
-            "v1alpha1",
-            namespace,
-            "hikyosecrets",
-            bench_hikyosecret(name, (org, project, environment)),
-        )
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create, crs))
-    return {"crs": crs, "delivery_url": hikyo.delivery_url(org, project, environment)}
-
-
-def _ready(api: Any) -> tuple[int, int]:
-    """(CRs Ready=True at their generation, CRs) from one LIST."""
-    from kubernetes import client
-
-    listed = client.CustomObjectsApi(api).list_cluster_custom_object(
-        "hikyo.dev", "v1alpha1", "hikyosecrets", _request_timeout=(5, 120)
-    )
-    ready = 0
-    for item in listed["items"]:
-        status = item.get("status") or {}
-        generation = item["metadata"].get("generation")
-        if status.get("observedGeneration") == generation and any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or ()
-        ):
-            ready += 1
-    return ready, len(listed["items"])
-
-
-def floor(api: Any, hikyo: Any, world: dict[str, Any], threads: int) -> dict[str, Any]:
-    """Per CR: one fetch (kept-alive), one Secret create, one status merge-patch."""
-    import urllib3
-    from kubernetes import client
-
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    pool = urllib3.PoolManager(
-        maxsize=threads, ca_certs=str(hikyo.ca_path), timeout=urllib3.Timeout(5, 30)
-    )
-    label = f"floor{threads}"
-
-    def one(cr: tuple[str, str]) -> None:
-        namespace, name = cr
-        answer = pool.request(
-            "GET", world["delivery_url"], headers={"Authorization": f"Bearer {TOKEN}"}
-        )
-        if answer.status != 200:
-            raise RuntimeError(f"floor fetch answered {answer.status}")
-        body = json.loads(answer.data)
-        data = {str(i): str(len(json.dumps(body))) for i in range(KEYS)}
-        core.create_namespaced_secret(
-            namespace,
-            client.V1Secret(metadata=client.V1ObjectMeta(name=f"{name}-{label}"), string_data=data),
-        )
-        custom.patch_namespaced_custom_object_status(
-            "hikyo.dev",
-            "v1alpha1",
-            namespace,
-            "hikyosecrets",
-            name,
-            {"status": {"message": label}},
-        )
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(threads) as workers:
-        list(workers.map(one, world["crs"]))
-    pool.clear()
-    return {"threads": threads, "seconds": round(time.perf_counter() - started, 2)}
 
 
 def _browse_store(operator_env: dict[str, str], count: int) -> dict[str, Any]:
@@ -259,7 +134,7 @@ def run(
     handshakes = Handshakes()
     hikyo = cleanup.enter_context(DevServer())
     created = time.perf_counter()
-    world = _world(api, hikyo, count)
+    world = create_world(api, hikyo, count)
     creation_seconds = time.perf_counter() - created
 
     operator = Operator(tmp / "operator", cluster.kubeconfig, None)
@@ -280,7 +155,7 @@ def run(
     progress: list[tuple[float, int]] = []
 
     def all_ready() -> bool:
-        ready, listed = _ready(api)
+        ready, listed = ready_count(api)
         progress.append((time.monotonic() - started, ready))
         return ready == listed == count
 

@@ -1,0 +1,358 @@
+"""The runner's figures as a markdown table and a JSON file: pure functions over the results
+dict that ``bench.scenarios`` fills (no cluster, no processes)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+LIMIT_MIB = 128  # the chart's memory limit per container (issue 13, S9.6)
+TIMES = "\u00d7"  # the multiplication sign of ratios, as the issue writes them
+
+
+# --- arithmetic --------------------------------------------------------------------------------
+
+
+def ratio(value: float | None, base: float | None) -> float | None:
+    """value / base to two places; None when either is missing or the base is not positive."""
+    if value is None or base is None or base <= 0:
+        return None
+    return round(value / base, 2)
+
+
+def speedup(base_seconds: float | None, seconds: float | None) -> float | None:
+    """How many times faster ``seconds`` is than ``base_seconds``."""
+    return ratio(base_seconds, seconds)
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Nearest-rank percentile (the smallest sample with at least q % of the samples at or
+    below it); None for no samples. On 30 samples p99 is the largest."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    if not 0 < q <= 100:
+        raise ValueError("q is a percentage in (0, 100]")
+    rank = math.ceil(q / 100 * len(ordered))
+    return ordered[rank - 1]
+
+
+def per_cr(counts: dict[str, int], n: int) -> dict[str, float]:
+    """Each count divided by ``n`` (two places), largest first, zero counts dropped."""
+    if n <= 0:
+        raise ValueError("n is positive")
+    kept = [(k, v) for k, v in counts.items() if v > 0]
+    return {k: round(v / n, 2) for k, v in sorted(kept, key=lambda kv: (-kv[1], kv[0]))}
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}{TIMES}"
+
+
+def fmt_mib(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} MiB"
+
+
+def fmt_count(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def fmt_n(n: int) -> str:
+    return f"N = {n:,}"
+
+
+def cell(text: str) -> str:
+    """A table cell: pipes escaped, no line breaks."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
+    lines.append("|" + "---|" * len(header))
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"row {row!r} has {len(row)} cells, the header {len(header)}")
+        lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def run_name(run: dict[str, Any]) -> str:
+    """ "embedded" or "scaled, 2 workers"."""
+    if run["mode"] == "embedded":
+        return "embedded"
+    workers = run["workers"]
+    return f"scaled, {workers} worker{'s' if workers != 1 else ''}"
+
+
+# --- rows per scenario ---------------------------------------------------------------------------
+
+
+def p1_rows(p1: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for size in p1.get("sizes", []):
+        floor = size.get("floor") or {}
+        one, eight = floor.get("1"), floor.get("8")
+        bound = f"floor 1 thread {fmt_seconds(one)}; 8 threads {fmt_seconds(eight)}"
+        for run in size.get("runs", []):
+            rows.append(
+                [
+                    f"P1 {fmt_n(size['n'])}",
+                    f"cold → all Ready, {run_name(run)}",
+                    fmt_seconds(run.get("seconds")),
+                    bound,
+                    f"{fmt_ratio(ratio(run.get('seconds'), one))} / "
+                    f"{fmt_ratio(ratio(run.get('seconds'), eight))}",
+                ]
+            )
+    return rows
+
+
+def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
+    if "period" not in p2:
+        return []
+    period, n = p2["period"], p2["n"]
+    where = f"P2 {fmt_n(n)}, resync {p2['resync_seconds']:g} s, window {period['seconds']:g} s"
+    writes = ", ".join(f"{k}: {v}" for k, v in period["apiserver_writes"].items()) or "none"
+    return [
+        [
+            where,
+            "apiserver writes in the unchanged window (Leases apart)",
+            f"{fmt_count(period['apiserver_writes_total'])} ({writes}); "
+            f"Lease writes {fmt_count(period['lease_writes'])}",
+            "0 (S4.17)",
+            "—",
+        ],
+        [
+            where,
+            "apiserver requests in the window (all verbs, Leases apart)",
+            fmt_count(period["apiserver_requests_total"]),
+            "—",
+            "—",
+        ],
+        [
+            where,
+            "fetches per CR per resync period (window fetches / N, scaled to one period)",
+            fmt_count(p2["fetches_per_cr_per_period"]),
+            "1 (every CR once)",
+            fmt_ratio(ratio(p2["fetches_per_cr_per_period"], 1)),
+        ],
+        [
+            where,
+            "CRs not fetched in the window",
+            f"{fmt_count(p2['crs_not_fetched'])} of {n:,}",
+            "0",
+            "—",
+        ],
+    ]
+
+
+def p3_rows(p3: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    n = p3.get("n", 0)
+    for key, label in (("spec_edit", "spec edit → Secret"), ("value_change", "value → Secret")):
+        measured = p3.get(key)
+        if not measured:
+            continue
+        bound_s = measured.get("bound_seconds")
+        rows.append(
+            [
+                f"P3 {fmt_n(n)}",
+                f"{label}, p50 / p99 of {measured['samples']} CRs",
+                f"{fmt_seconds(measured['p50'])} / {fmt_seconds(measured['p99'])}",
+                "—" if bound_s is None else f"resync {TIMES} 1.1 = {fmt_seconds(bound_s)}",
+                "—" if bound_s is None else f"p99 {fmt_ratio(ratio(measured['p99'], bound_s))}",
+            ]
+        )
+    return rows
+
+
+def memory_summary(processes: list[dict[str, Any]]) -> tuple[str, float | None]:
+    """("operator 120.9 MiB; worker-1 96.1 + children 122.0/121.8 MiB", the largest VmHWM)."""
+    parts: dict[str, list[str]] = {}
+    largest = None
+    for row in processes:
+        hwm = row["vmhwm_mib"]
+        largest = hwm if largest is None else max(largest, hwm)
+        parts.setdefault(row["label"], []).append(f"{hwm:.1f}")
+    text = []
+    for label, values in parts.items():
+        main, children = values[0], values[1:]
+        text.append(
+            f"{label} {main}" + (f" + children {'/'.join(children)}" if children else "") + " MiB"
+        )
+    return "; ".join(text), largest
+
+
+def p4_rows(p4: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for size in p4.get("sizes", []):
+        for run in size.get("runs", []):
+            summary, largest = memory_summary(run.get("processes", []))
+            rows.append(
+                [
+                    f"P4 {fmt_n(size['n'])}",
+                    f"VmHWM per process, {run_name(run)} ({run.get('source', 'own run')})",
+                    summary or "—",
+                    f"{LIMIT_MIB} MiB each",
+                    f"largest {fmt_ratio(ratio(largest, LIMIT_MIB))}",
+                ]
+            )
+    return rows
+
+
+def p5_rows(p5: dict[str, Any]) -> list[list[str]]:
+    runs = p5.get("runs", [])
+    if not runs:
+        return []
+    base = next((r["seconds"] for r in runs if r["workers"] == 1), None)
+    workers = " → ".join(str(r["workers"]) for r in runs)
+    return [
+        [
+            f"P5 {fmt_n(p5['n'])}",
+            f"cold → all Ready, {workers} workers, {p5['delay_ms']:g} ms per delivery",
+            " → ".join(fmt_seconds(r["seconds"]) for r in runs),
+            "ideal " + " / ".join(f"{r['workers']}{TIMES}" for r in runs if r["workers"] != 1),
+            " / ".join(fmt_ratio(speedup(base, r["seconds"])) for r in runs if r["workers"] != 1),
+        ]
+    ]
+
+
+def p7_rows(p7: dict[str, Any]) -> list[list[str]]:
+    if "per_cr" not in p7:
+        return []
+    where = f"P7 {fmt_n(p7['n'])}"
+    top = ", ".join(f"{k} {v:g}" if v >= 0.01 else f"{k} <0.01" for k, v in p7["per_cr"].items())
+    return [
+        [
+            where,
+            f"apiserver requests per reconcile, {p7['source']} (Leases, WATCHes apart)",
+            fmt_count(p7["total_per_cr"]),
+            "floor 2 (Secret create, status patch)",
+            fmt_ratio(ratio(p7["total_per_cr"], 2)),
+        ],
+        [where, "by verb and resource, per CR", top or "—", "—", "—"],
+        [where, "Lease requests per CR", fmt_count(p7.get("lease_per_cr")), "—", "—"],
+    ]
+
+
+# What each figure measures, printed under the table for the scenarios that ran.
+NOTES = {
+    "p1": (
+        "P1: seconds from launching run_operator (its boot included; scaled: the celery "
+        "workers booted first and idle, each with its prefork pool) to every HikyoSecret "
+        "Ready=True at its generation, seen through one LIST and a WATCH; the CRs exist "
+        "before the start. Floor: after the embedded operator stopped, in the same "
+        "world, per CR one HTTPS fetch of the same delivery (kept-alive), one Secret create, "
+        "one status merge-patch; ratio = operator seconds / floor seconds (1 thread / 8 threads)."
+    ),
+    "fetch_qps": (
+        "Every operator run has HIKYO_OPERATOR_FETCH_QPS={qps} and _BURST={burst}: at the "
+        "default 10/s per instance a cold start of 1,000 CRs would measure the S4.1.6 pace."
+    ),
+    "p2": (
+        "P2: embedded, every CR resyncInterval {resync} s; after the cold start, at least one "
+        "period and until every CR is Synced=Current, then one window of resyncInterval "
+        "{times} 1.1 (the jitter's upper bound, S4.16: an operator holding the interval runs "
+        "every CR in it) with the bench idle. Writes = apiserver_request_total deltas of "
+        "verbs other than GET/LIST/WATCH, Leases counted apart; fetches = delivery GETs the "
+        "devserver answered; CRs not fetched = CRs with no reconcile run ending in the window "
+        "(the runner's run lines)."
+    ),
+    "p3": (
+        "P3: in the P2 run, under its resync load. Spec edit: one CR at a time, seconds from "
+        "sending the merge patch (allKeys → a mapping KEY_0 → EDITED_0) until a GET of its "
+        "target (every 0.1 s) shows EDITED_0. Value: one new revision published on the "
+        "devserver (every value changed), seconds until a GET of each sampled target (each "
+        "round every 0.2 s) shows the new KEY_0. Nearest-rank p50/p99 over the samples."
+    ),
+    "p4": (
+        "P4: VmHWM (lifetime peak RSS) of every process of the operator (run_operator, each "
+        "celery worker's main process and its prefork children), read from "
+        "/proc/<pid>/status every 0.5 s over the process tree until all Ready. A prefork "
+        "child's RSS counts the pages it still shares with its parent (copy-on-write), so the "
+        "processes' peaks do not add up to the pod's memory."
+    ),
+    "p5": (
+        "P5: scaled cold starts as P1 with 1, 2 and 4 celery workers while the devserver holds "
+        "every delivery answer back {delay} ms (Fault.slow on the delivery route); "
+        "ratio = 1-worker seconds / k-worker seconds."
+    ),
+    "p7": (
+        "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "
+        "and WATCHes apart (the bench's own LIST, WATCHes and /metrics scrape taken out; the "
+        "kube-controller-manager's few requests in the window are in)."
+    ),
+}
+
+
+def notes(results: dict[str, Any]) -> list[str]:
+    """The definitions for the scenarios that ran, then the run's own remarks."""
+    settings, ran = results.get("settings", {}), results.get("scenarios", {})
+    out = []
+    for name, text in NOTES.items():
+        if name in ran or (name == "fetch_qps" and ran):
+            out.append(
+                text.format(
+                    qps=f"{settings.get('fetch_qps', 0):g}",
+                    burst=settings.get("fetch_burst", "?"),
+                    resync=settings.get("resync_seconds", "?"),
+                    delay=f"{settings.get('p5_delay_ms', 0):g}",
+                    times=TIMES,
+                )
+            )
+    return out + list(results.get("notes") or [])
+
+
+ROWS = {"p1": p1_rows, "p2": p2_rows, "p3": p3_rows, "p4": p4_rows, "p5": p5_rows, "p7": p7_rows}
+
+
+def figures_table(results: dict[str, Any]) -> str:
+    rows: list[list[str]] = []
+    for name, build in ROWS.items():
+        if name in results.get("scenarios", {}):
+            rows.extend(build(results["scenarios"][name]))
+    return markdown_table(["Scenario", "Figure", "Measured", "Floor / bound", "Ratio"], rows)
+
+
+def wall_table(results: dict[str, Any]) -> str:
+    rows = [[name, fmt_seconds(seconds)] for name, seconds in results.get("wall", {}).items()]
+    rows.append(["total", fmt_seconds(results.get("total_seconds"))])
+    return markdown_table(["Scenario", "Wall time"], rows)
+
+
+def render(results: dict[str, Any]) -> str:
+    machine, settings = results.get("machine", {}), results.get("settings", {})
+    load = "/".join(f"{x:.1f}" for x in machine.get("load_avg_start", ()))
+    head = (
+        f"`{results.get('command', 'python -m bench')}` — {results.get('started_at', '')}, "
+        f"{machine.get('cores', '?')} cores, load average at start {load or '?'}"
+    )
+    parts = [head, "", figures_table(results), ""]
+    remarks = notes(results)
+    if remarks:
+        parts += ["Notes:", *[f"- {note}" for note in remarks], ""]
+    if settings:
+        parts += ["Settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()), ""]
+    parts.append(wall_table(results))
+    if results.get("error"):
+        parts += ["", f"FAILED: {results['error']}"]
+    return "\n".join(parts)
+
+
+def write_json(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,515 @@
+"""The scenarios of ``python -m bench`` (issue 13): each side gets a fresh local control plane,
+a fresh devserver and the world of bench/world.py, then the operator in one mode; the figures go
+into the results dict that bench/report.py renders."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.apiserver import (
+    CALL_TIMEOUT,
+    READ_VERBS,
+    RequestKey,
+    measure_period,
+    request_counts,
+)
+from bench.fleet import Databases, Fleet
+from bench.report import per_cr, percentile, ratio, speedup
+from bench.tracking import ReadyTracker, wait_ready
+from bench.world import create_world, floor, key_items
+
+P1_WORKERS = (0, 2, 4)  # 0: embedded
+P4_WORKERS = (0, 2)  # a P4 run of its own: embedded and the chart's default of 2 workers
+P5_WORKERS = (1, 2, 4)
+FLOOR_THREADS = (1, 8)
+SETTLE_PERIODS = 4  # P2/P3: give up waiting for every CR Synced=Current after this many
+SPEC_EDIT_TIMEOUT = 60.0
+POLL_SPEC_SECONDS = 0.1
+POLL_VALUE_SECONDS = 0.2
+EDITED_KEY = "EDITED_0"
+JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Options:
+    fetch_qps: float = 1000.0
+    worker_concurrency: int = 2
+    resync_seconds: int = 30
+    p3_samples: int = 30
+    p5_delay_ms: float = 50.0
+    keep: bool = False  # keep a failed side's directory (logs, kubeconfig)
+
+
+@dataclass
+class Side:
+    """One fresh world with the operator configured (not yet started)."""
+
+    label: str
+    n: int
+    api: Any
+    hikyo: Any
+    world: dict[str, Any]
+    fleet: Fleet
+    create_seconds: float
+    tmp: Path
+    tracker: ReadyTracker | None = None  # from the cold start on
+
+
+@dataclass
+class Bench:
+    """What every scenario shares: binaries, the PostgreSQL server, cached runs, results."""
+
+    options: Options
+    cleanup: contextlib.ExitStack
+    tmp: Path
+    results: dict[str, Any]
+    binaries: Any = None
+    databases: Databases | None = None
+    cold_runs: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    _sides: int = 0
+
+    def __post_init__(self) -> None:
+        from k8s.localcluster import locate_binaries
+
+        self.binaries = locate_binaries()
+        self.databases = Databases(self.cleanup)
+
+    def env(self, run_lines: bool = False) -> dict[str, str]:
+        qps = self.options.fetch_qps
+        env = {
+            "DJANGO_DEBUG": "false",
+            "HIKYO_LOG_LEVEL": "WARNING",
+            "HIKYO_OPERATOR_FETCH_QPS": f"{qps:g}",
+            "HIKYO_OPERATOR_FETCH_BURST": str(max(1, int(qps * 2))),
+        }
+        if run_lines:  # the runner's one line per reconcile (workers.runner, INFO)
+            env["HIKYO_WORKERS_LOG_LEVEL"] = "INFO"
+        return env
+
+    @contextlib.contextmanager
+    def side(
+        self,
+        label: str,
+        n: int,
+        workers: int,
+        resync_seconds: int | None = None,
+        delivery_delay: float = 0.0,
+        run_lines: bool = False,
+    ) -> Iterator[Side]:
+        """A fresh control plane, devserver and world of ``n`` CRs, and the operator ready to
+        start. On failure, the tails of the operator's and workers' logs go to stderr."""
+        from kubernetes import config
+
+        from devserver import DevServer
+        from devserver.faults import Fault
+        from k8s.crd_manifests import install_crds
+        from k8s.localcluster import LocalControlPlane
+
+        self._sides += 1
+        tmp = self.tmp / f"{self._sides:02d}-{label}"
+        fleet: Fleet | None = None
+        with contextlib.ExitStack() as stack:
+            try:
+                log(f"{label}: control plane, devserver, {n:,} HikyoSecrets")
+                cluster = LocalControlPlane(self.binaries, tmp / "control-plane")
+                stack.callback(cluster.stop)
+                cluster.start()
+                api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+                stack.callback(api.close)
+                install_crds(api)
+                hikyo = stack.enter_context(DevServer())
+                if delivery_delay:
+                    hikyo.set_fault(None, Fault.slow(delivery_delay), route="delivery")
+                created = time.perf_counter()
+                world = create_world(api, hikyo, n, resync_seconds)
+                create_seconds = round(time.perf_counter() - created, 1)
+                assert self.databases is not None
+                fleet = Fleet(
+                    tmp / "operator",
+                    cluster.kubeconfig,
+                    workers,
+                    self.options.worker_concurrency,
+                    self.env(run_lines),
+                    self.databases,
+                    stack,
+                )
+                side = Side(label, n, api, hikyo, world, fleet, create_seconds, tmp)
+                stack.callback(lambda: side.tracker.close() if side.tracker else None)
+                yield side
+            except BaseException:
+                if fleet is not None:
+                    print(fleet.log_tails(), file=sys.stderr)
+                if self.options.keep:
+                    log(f"keeping {tmp} (logs, kubeconfig)")
+                raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- the cold start (P1, and the start of every other scenario) --------------------------------
+
+
+def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[str, Any]:
+    """Seconds from launching run_operator (scaled: with the workers already booted and idle)
+    to every CR Ready=True at its generation (seen through a WATCH), and what it cost."""
+    n, api, hikyo, fleet = side.n, side.api, side.hikyo, side.fleet
+    limit = timeout or 120.0 + n * 1.0
+    booting = time.monotonic()
+    if fleet.workers:
+        fleet.start_workers()
+    workers_boot = time.monotonic() - booting
+    before, seen = request_counts(api), len(hikyo.requests)
+    side.tracker = tracker = ReadyTracker(api).start_and_wait()
+    started = time.monotonic()
+    fleet.start_leader()
+    up = time.monotonic() - started
+    log(f"{side.label}: operator up after {up:.1f} s (workers booted in {workers_boot:.1f} s)")
+    progress: list[tuple[float, int]] = []
+    done = wait_ready(
+        tracker,
+        n,
+        started + limit,
+        fleet.dead,
+        lambda ready: log(
+            f"{side.label}: {ready:,} of {n:,} Ready after {time.monotonic() - started:.0f} s"
+        ),
+        progress,
+    )
+    seconds = done - started
+    memory = fleet.memory()
+    delta = request_counts(api) - before
+    scraped = time.monotonic()
+    # The bench's own requests: its LISTs and ended WATCHes, and the /metrics scrape before.
+    delta[("LIST", "hikyosecrets", "")] -= tracker.lists
+    delta[("WATCH", "hikyosecrets", "")] -= tracker.watches_ended_between(started, scraped)
+    delta[("GET", "nonresource", "")] -= 1
+    answered = hikyo.requests[seen:]
+    log(f"{side.label}: all {n:,} Ready in {seconds:.1f} s")
+    return {
+        "label": side.label,
+        "scenario": scenario,
+        "mode": fleet.mode,
+        "workers": fleet.workers,
+        "worker_concurrency": fleet.concurrency if fleet.workers else None,
+        "n": n,
+        "create_seconds": side.create_seconds,
+        "seconds": round(seconds, 2),
+        "operator_up_seconds": round(up, 1),
+        "workers_boot_seconds": round(workers_boot, 1) if fleet.workers else None,
+        "ready_after_seconds": {
+            f"{share}%": next(
+                (round(t - started, 1) for t, k in progress if k >= n * share / 100), None
+            )
+            for share in (25, 50, 75, 100)
+        },
+        "apiserver": (table := request_table(delta)),
+        "apiserver_total": sum(table.values()),
+        "hikyo": dict(sorted(Counter(f"{r.method} {r.status}" for r in answered).items())),
+        "memory": memory,
+    }
+
+
+def request_table(delta: Counter[RequestKey]) -> dict[str, int]:
+    """``"VERB resource[/subresource]": n``, the apiserver's own /metrics apart."""
+    table: dict[str, int] = {}
+    for (verb, resource, subresource), count in sorted(delta.items()):
+        if count > 0 and resource != "nonresource":
+            table[f"{verb} {resource}{f'/{subresource}' if subresource else ''}"] = count
+    return table
+
+
+def mode_label(workers: int) -> str:
+    return "embedded" if workers == 0 else f"scaled-{workers}w"
+
+
+# --- P1 ----------------------------------------------------------------------------------------
+
+
+def p1(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """Embedded and scaled (2 and 4 workers) cold starts at each size; the floor (1 and 8
+    threads) in the embedded side's world after its operator stopped."""
+    out: dict[str, Any] = {"sizes": []}
+    bench.results["scenarios"]["p1"] = out
+    for n in sizes:
+        size: dict[str, Any] = {"n": n, "floor": {}, "runs": []}
+        out["sizes"].append(size)
+        for workers in P1_WORKERS:
+            with bench.side(f"p1-{mode_label(workers)}-{n}", n, workers) as side:
+                run = cold_start(side, "P1")
+                size["runs"].append(run)
+                bench.cold_runs[(n, workers)] = run
+                if workers == 0:
+                    side.fleet.stop()
+                    if side.tracker:  # the floor's status patches need no watching
+                        side.tracker.close()
+                    for threads in FLOOR_THREADS:
+                        done = floor(side.api, side.hikyo, side.world, threads)
+                        size["floor"][str(threads)] = done["seconds"]
+                        log(f"floor, {threads} thread(s), N = {n:,}: {done['seconds']} s")
+        for run in size["runs"]:
+            run["ratio_to_floor"] = {t: ratio(run["seconds"], s) for t, s in size["floor"].items()}
+    return out
+
+
+# --- P7 ----------------------------------------------------------------------------------------
+
+
+def p7(bench: Bench, n: int) -> dict[str, Any]:
+    """Requests per reconcile from the embedded cold start at ``n`` (P1's when it ran)."""
+    run = bench.cold_runs.get((n, 0))
+    source = "P1 embedded cold start"
+    if run is None:
+        with bench.side(f"p7-embedded-{n}", n, 0) as side:
+            run = cold_start(side, "P7")
+        bench.cold_runs[(n, 0)] = run
+        source = "embedded cold start"
+    counts = run["apiserver"]
+    # Leases are the leader's heartbeat and WATCHes long-running streams: neither is per CR.
+    work = {
+        k: v for k, v in counts.items() if not k.endswith(" leases") and k.split()[0] != "WATCH"
+    }
+    leases = sum(v for k, v in counts.items() if k.endswith(" leases"))
+    out = {
+        "n": n,
+        "source": source,
+        "per_cr": per_cr(work, n),
+        "total_per_cr": round(sum(work.values()) / n, 2),
+        "writes_per_cr": round(
+            sum(v for k, v in work.items() if k.split()[0] not in READ_VERBS) / n, 2
+        ),
+        "lease_per_cr": round(leases / n, 3),
+        "counts": counts,
+    }
+    bench.results["scenarios"]["p7"] = out
+    return out
+
+
+# --- P4 ----------------------------------------------------------------------------------------
+
+
+def p4(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """VmHWM of every process: embedded and scaled with 2 workers, and any other mode this
+    bench run already cold-started at that size; an earlier cold start (P1, P7) is reused."""
+    out: dict[str, Any] = {"sizes": []}
+    bench.results["scenarios"]["p4"] = out
+    for n in sizes:
+        size: dict[str, Any] = {"n": n, "runs": []}
+        out["sizes"].append(size)
+        cached = {w for (m, w) in bench.cold_runs if m == n}
+        for workers in sorted(cached | set(P4_WORKERS)):
+            run = bench.cold_runs.get((n, workers))
+            if run is None:
+                with bench.side(f"p4-{mode_label(workers)}-{n}", n, workers) as side:
+                    run = cold_start(side, "P4")
+                bench.cold_runs[(n, workers)] = run
+            size["runs"].append(
+                {
+                    "mode": run["mode"],
+                    "workers": run["workers"],
+                    "source": f"from {run['scenario']}" if run["scenario"] != "P4" else "own run",
+                    "processes": run["memory"],
+                }
+            )
+    return out
+
+
+# --- P2 and P3 (one run) -----------------------------------------------------------------------
+
+
+def settle(side: Side, period: float) -> tuple[float, bool]:
+    """At least one period, then until every CR is Synced=Current (its first resync after the
+    delivery still writes, S4.17); (seconds, settled) — gives up after SETTLE_PERIODS."""
+    assert side.tracker is not None
+    started = time.monotonic()
+    time.sleep(period)
+    while True:
+        dead = side.fleet.dead()
+        if dead:
+            raise RuntimeError(f"{side.label}: {', '.join(dead)} exited while settling")
+        _, synced, listed = side.tracker.counts()
+        if synced == listed == side.n:
+            return time.monotonic() - started, True
+        if time.monotonic() - started > SETTLE_PERIODS * period:
+            return time.monotonic() - started, False
+        side.tracker.wait_change(2.0)
+
+
+def p2_period(side: Side, period: float) -> dict[str, Any]:
+    """One idle window of resyncInterval times 1.1, the jitter's upper bound (S4.16), so that an
+    operator holding the interval runs every CR in it at least once: apiserver writes and
+    requests, delivery fetches (also scaled to one period), and the CRs with no reconcile run
+    ending inside it (the runner's run lines)."""
+    assert side.tracker is not None
+    window = period * JITTER_MAX
+    uids = side.tracker.uids()
+    window_start, started = time.time(), time.monotonic()
+    measured, fetched = measure_period(
+        side.api, side.hikyo, window, lambda r: r.method == "GET" and r.path.endswith("/delivery")
+    )
+    window_end = time.time()
+    # a WATCH of the bench's tracker that ended in the window is the bench's, not the operator's
+    measured["apiserver_requests_total"] -= side.tracker.watches_ended_between(
+        started, time.monotonic()
+    )
+    runs = side.fleet.operator.runs()
+    ran = {uid for uid, _, end, _ in runs if window_start <= end <= window_end}
+    return {
+        "n": side.n,
+        "period": measured,
+        "fetches_per_cr": round(len(fetched) / side.n, 2),
+        "fetches_per_cr_per_period": round(len(fetched) / side.n * period / window, 2),
+        "crs_not_fetched": len(uids - ran),
+        "crs_run": len(uids & ran),
+    }
+
+
+def secret_data(core: Any, namespace: str, name: str) -> dict[str, str]:
+    """The target Secret's data (base64 as stored); {} while it is missing."""
+    from kubernetes.client.rest import ApiException
+
+    try:
+        secret = core.read_namespaced_secret(name, namespace, _request_timeout=10)
+    except ApiException as error:
+        if error.status == 404:
+            return {}
+        raise
+    return secret.data or {}
+
+
+def samples(crs: list[tuple[str, str]], k: int, offset: int) -> list[tuple[str, str]]:
+    """``k`` CRs spread evenly over the list, starting at ``offset``."""
+    step = max(1, len(crs) // k)
+    return [crs[(offset + i * step) % len(crs)] for i in range(k)]
+
+
+def p3_spec_edits(side: Side, crs: list[tuple[str, str]]) -> list[float]:
+    """One at a time: seconds from sending a spec edit (allKeys → a mapping of KEY_0 to
+    EDITED_0) until a GET of the target shows EDITED_0."""
+    from kubernetes import client
+
+    from k8s.slim_api import CoreV1
+
+    core, custom = CoreV1(side.api), client.CustomObjectsApi(side.api)
+    latencies = []
+    for namespace, name in crs:
+        patch = {"spec": {"allKeys": None, "mapping": [{"key": "KEY_0", "secretKey": EDITED_KEY}]}}
+        sent = time.monotonic()
+        custom.patch_namespaced_custom_object(
+            "hikyo.dev",
+            "v1alpha1",
+            namespace,
+            "hikyosecrets",
+            name,
+            patch,
+            _request_timeout=CALL_TIMEOUT,
+        )
+        while EDITED_KEY not in secret_data(core, namespace, f"{name}-env"):
+            if time.monotonic() - sent > SPEC_EDIT_TIMEOUT:
+                raise TimeoutError(f"spec edit of {namespace}/{name} not delivered in 60 s")
+            time.sleep(POLL_SPEC_SECONDS)
+        latencies.append(time.monotonic() - sent)
+    return latencies
+
+
+def p3_value_change(side: Side, crs: list[tuple[str, str]], timeout: float) -> list[float]:
+    """Publishes a new revision (every value changed) and polls the sampled targets: seconds
+    from the publish until a GET of each shows the new KEY_0."""
+    from k8s.slim_api import CoreV1
+
+    core = CoreV1(side.api)
+    expected = base64.b64encode(key_items("-r2")[0]["value"].encode()).decode()
+    pending = set(crs)
+    latencies = []
+    published = time.monotonic()
+    side.hikyo.publish(*side.world["scope"], key_items("-r2"))
+    while pending:
+        round_start = time.monotonic()
+        for namespace, name in sorted(pending):
+            if secret_data(core, namespace, f"{name}-env").get("KEY_0") == expected:
+                latencies.append(time.monotonic() - published)
+                pending.discard((namespace, name))
+        if time.monotonic() - published > timeout:
+            raise TimeoutError(f"{len(pending)} of {len(crs)} targets without the new value")
+        time.sleep(max(0.0, POLL_VALUE_SECONDS - (time.monotonic() - round_start)))
+    return latencies
+
+
+def p2_p3(bench: Bench, n: int, run_p2: bool, run_p3: bool) -> None:
+    """Embedded, CRs with resyncInterval = the resync option: cold start, settle, one idle
+    period (P2), then spec edits one at a time and one published value change (P3), all under
+    the resync load of the N CRs."""
+    period = bench.options.resync_seconds
+    name = "+".join(p for p, on in (("p2", run_p2), ("p3", run_p3)) if on)
+    with bench.side(f"{name}-embedded-{n}", n, 0, period, run_lines=True) as side:
+        cold = cold_start(side, "P2/P3")
+        seconds, settled = settle(side, period)
+        log(f"{side.label}: settled in {seconds:.0f} s" + ("" if settled else " (gave up)"))
+        common = {
+            "n": n,
+            "resync_seconds": period,
+            "cold_seconds": cold["seconds"],
+            "settle_seconds": round(seconds, 1),
+            "settled": settled,
+        }
+        if not settled:
+            bench.results["notes"].append(
+                f"P2/P3: not every CR reported Synced=Current within {SETTLE_PERIODS} periods; "
+                "the period may include first resyncs after delivery"
+            )
+        if run_p2:
+            measured = p2_period(side, period)
+            bench.results["scenarios"]["p2"] = {**common, **measured}
+            log(
+                f"P2: {measured['period']['apiserver_writes_total']} writes, "
+                f"{measured['fetches_per_cr_per_period']} fetches per CR per period, "
+                f"{measured['crs_not_fetched']} CRs not fetched"
+            )
+        if run_p3:
+            k = max(1, min(bench.options.p3_samples, n // 2))
+            edits = p3_spec_edits(side, samples(side.world["crs"], k, 0))
+            values = p3_value_change(
+                side, samples(side.world["crs"], k, 1), timeout=period * 3 + 60
+            )
+            spec, value = summary(edits, None), summary(values, period * JITTER_MAX)
+            bench.results["scenarios"]["p3"] = {**common, "spec_edit": spec, "value_change": value}
+            log(f"P3: p99 spec edit {spec['p99']:.2f} s, value change {value['p99']:.1f} s")
+
+
+def summary(latencies: list[float], bound: float | None) -> dict[str, Any]:
+    return {
+        "samples": len(latencies),
+        "p50": round(percentile(latencies, 50) or 0.0, 3),
+        "p99": round(percentile(latencies, 99) or 0.0, 3),
+        "max": round(max(latencies), 3),
+        "bound_seconds": bound,
+        "latencies": [round(x, 3) for x in latencies],
+    }
+
+
+# --- P5 ----------------------------------------------------------------------------------------
+
+
+def p5(bench: Bench, n: int) -> dict[str, Any]:
+    """Scaled cold starts with 1, 2 and 4 workers while every delivery answer is held back."""
+    delay = bench.options.p5_delay_ms / 1000
+    out: dict[str, Any] = {"n": n, "delay_ms": bench.options.p5_delay_ms, "runs": []}
+    bench.results["scenarios"]["p5"] = out
+    for workers in P5_WORKERS:
+        with bench.side(f"p5-{workers}w-{n}", n, workers, delivery_delay=delay) as side:
+            run = cold_start(side, "P5")
+        out["runs"].append({"workers": workers, "seconds": run["seconds"], "memory": run["memory"]})
+    base = out["runs"][0]["seconds"]
+    out["speedup"] = {str(r["workers"]): speedup(base, r["seconds"]) for r in out["runs"]}
+    return out

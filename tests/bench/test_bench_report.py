@@ -1,0 +1,223 @@
+"""bench/report.py: the ratio arithmetic and the table/JSON of ``python -m bench`` (pure, no
+cluster). The figures here are made up; no test measures or asserts a timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import report
+
+
+def test_ratio_is_value_over_base_to_two_places():
+    assert report.ratio(65.5, 28.5) == 2.3
+    assert report.ratio(1, 3) == 0.33
+
+
+@pytest.mark.parametrize(("value", "base"), [(None, 2.0), (2.0, None), (2.0, 0.0), (2.0, -1.0)])
+def test_ratio_without_a_usable_base_is_none(value, base):
+    assert report.ratio(value, base) is None
+
+
+def test_speedup_is_the_base_over_the_faster_run():
+    assert report.speedup(38.0, 23.9) == 1.59
+    assert report.speedup(38.0, None) is None
+
+
+def test_percentile_is_nearest_rank():
+    samples = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert report.percentile(samples, 50) == 3.0
+    assert report.percentile(samples, 99) == 5.0
+    assert report.percentile(samples, 20) == 1.0
+    assert report.percentile(samples, 21) == 2.0
+    assert report.percentile(range(1, 101), 99) == 99
+    assert report.percentile([], 50) is None
+
+
+def test_percentile_refuses_a_q_outside_0_to_100():
+    with pytest.raises(ValueError):
+        report.percentile([1.0], 0)
+    with pytest.raises(ValueError):
+        report.percentile([1.0], 101)
+
+
+def test_per_cr_divides_drops_zeros_and_sorts_largest_first():
+    counts = {"GET secrets": 5300, "POST events": 1000, "PUT leases": 0, "LIST deployments": 1130}
+    assert list(report.per_cr(counts, 1000).items()) == [
+        ("GET secrets", 5.3),
+        ("LIST deployments", 1.13),
+        ("POST events", 1.0),
+    ]
+    with pytest.raises(ValueError):
+        report.per_cr(counts, 0)
+
+
+def test_formatting_of_seconds_counts_and_ratios():
+    assert report.fmt_seconds(0.163) == "0.16 s"
+    assert report.fmt_seconds(65.54) == "65.5 s"
+    assert report.fmt_seconds(None) == "—"
+    assert report.fmt_count(1000) == "1,000"
+    assert report.fmt_count(0.31) == "0.31"
+    assert report.fmt_ratio(2.3) == "2.30\u00d7"
+    assert report.fmt_n(5000) == "N = 5,000"
+
+
+def test_markdown_table_escapes_pipes_and_checks_row_width():
+    table = report.markdown_table(["a", "b"], [["x|y", "line\nbreak"]])
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | line break |"]
+    with pytest.raises(ValueError):
+        report.markdown_table(["a", "b"], [["only one"]])
+
+
+def test_memory_summary_groups_children_under_their_worker():
+    processes = [
+        {"label": "operator", "role": "main", "pid": 10, "vmhwm_mib": 120.9},
+        {"label": "worker-1", "role": "main", "pid": 11, "vmhwm_mib": 96.0},
+        {"label": "worker-1", "role": "child", "pid": 12, "vmhwm_mib": 122.0},
+        {"label": "worker-1", "role": "child", "pid": 13, "vmhwm_mib": 121.5},
+    ]
+    text, largest = report.memory_summary(processes)
+    assert text == "operator 120.9 MiB; worker-1 96.0 + children 122.0/121.5 MiB"
+    assert largest == 122.0
+
+
+def results() -> dict:
+    """A results dict shaped as bench/scenarios.py fills it."""
+    memory = [{"label": "operator", "role": "main", "pid": 1, "vmhwm_mib": 139.0}]
+    return {
+        "command": "python -m bench",
+        "started_at": "2026-01-01 00:00:00 +0000",
+        "machine": {"cores": 2, "load_avg_start": [1.0, 2.0, 3.0]},
+        "settings": {"fetch_qps": 1000.0, "fetch_burst": 2000, "resync_seconds": 30,
+                     "p5_delay_ms": 50.0},
+        "scenarios": {
+            "p1": {
+                "sizes": [
+                    {
+                        "n": 1000,
+                        "floor": {"1": 28.5, "8": 15.0},
+                        "runs": [
+                            {"mode": "embedded", "workers": 0, "seconds": 57.0},
+                            {"mode": "scaled", "workers": 2, "seconds": 42.75},
+                        ],
+                    }
+                ]
+            },
+            "p2": {
+                "n": 1000,
+                "period": {
+                    "seconds": 33,
+                    "apiserver_writes": {},
+                    "apiserver_writes_total": 0,
+                    "lease_writes": 15,
+                    "apiserver_requests_total": 2797,
+                    "fetches": 310,
+                },
+                "resync_seconds": 30,
+                "fetches_per_cr": 0.34,
+                "fetches_per_cr_per_period": 0.31,
+                "crs_not_fetched": 692,
+            },
+            "p3": {
+                "n": 1000,
+                "spec_edit": {"samples": 30, "p50": 0.16, "p99": 0.23, "bound_seconds": None},
+                "value_change": {"samples": 30, "p50": 20.0, "p99": 66.0, "bound_seconds": 33.0},
+            },
+            "p4": {"sizes": [{"n": 1000, "runs": [
+                {"mode": "embedded", "workers": 0, "source": "from P1", "processes": memory}
+            ]}]},
+            "p5": {
+                "n": 300,
+                "delay_ms": 50.0,
+                "runs": [
+                    {"workers": 1, "seconds": 38.0},
+                    {"workers": 2, "seconds": 19.0},
+                    {"workers": 4, "seconds": 10.0},
+                ],
+            },
+            "p7": {
+                "n": 1000,
+                "source": "P1 embedded cold start",
+                "per_cr": {"GET secrets": 5.3, "POST secrets": 1.0, "GET namespaces": 0.0},
+                "total_per_cr": 13.6,
+                "lease_per_cr": 0.01,
+            },
+        },
+        "notes": ["P2/P3: a remark of this run"],
+        "wall": {"p1": 300.0, "p2+p3": 200.0},
+        "total_seconds": 500.5,
+    }  # fmt: skip
+
+
+def rows_of(text: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split(" | ")]
+        for line in text.splitlines()
+        if line.startswith("| ")
+    ]
+
+
+def test_render_puts_each_figure_with_its_floor_and_ratio():
+    rows = rows_of(report.render(results()))
+    by_figure = {(r[0], r[1]): r[2:] for r in rows if len(r) == 5}
+    assert by_figure[("P1 N = 1,000", "cold → all Ready, embedded")] == [
+        "57.0 s",
+        "floor 1 thread 28.5 s; 8 threads 15.0 s",
+        "2.00\u00d7 / 3.80\u00d7",
+    ]
+    assert by_figure[("P1 N = 1,000", "cold → all Ready, scaled, 2 workers")][2] == (
+        "1.50\u00d7 / 2.85\u00d7"
+    )
+    p2 = "P2 N = 1,000, resync 30 s, window 33 s"
+    assert by_figure[(p2, "CRs not fetched in the window")][0] == "692 of 1,000"
+    writes = by_figure[(p2, "apiserver writes in the unchanged window (Leases apart)")]
+    assert writes[0] == "0 (none); Lease writes 15"
+    per_period = next(v for k, v in by_figure.items() if k[0] == p2 and "per resync" in k[1])
+    assert per_period == ["0.31", "1 (every CR once)", "0.31\u00d7"]
+    value = by_figure[("P3 N = 1,000", "value → Secret, p50 / p99 of 30 CRs")]
+    assert value == ["20.0 s / 66.0 s", "resync \u00d7 1.1 = 33.0 s", "p99 2.00\u00d7"]
+    p4 = by_figure[("P4 N = 1,000", "VmHWM per process, embedded (from P1)")]
+    assert p4 == ["operator 139.0 MiB", "128 MiB each", "largest 1.09\u00d7"]
+    p5 = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300")
+    assert p5 == ["38.0 s → 19.0 s → 10.0 s", "ideal 2\u00d7 / 4\u00d7", "2.00\u00d7 / 3.80\u00d7"]
+    p7 = by_figure[
+        (
+            "P7 N = 1,000",
+            "apiserver requests per reconcile, P1 embedded cold start (Leases, WATCHes apart)",
+        )
+    ]
+    assert p7[2] == "6.80\u00d7"
+    by_verb = by_figure[("P7 N = 1,000", "by verb and resource, per CR")]
+    assert by_verb[0] == "GET secrets 5.3, POST secrets 1, GET namespaces <0.01"
+
+
+def test_render_lists_the_wall_times_notes_and_settings():
+    text = report.render(results())
+    rows = rows_of(text)
+    assert ["p1", "300.0 s"] in rows
+    assert ["p2+p3", "200.0 s"] in rows
+    assert ["total", "500.5 s"] in rows
+    assert "- P2/P3: a remark of this run" in text
+    assert "HIKYO_OPERATOR_FETCH_QPS=1000 and _BURST=2000" in text
+    assert "every delivery answer back 50 ms" in text
+    assert "FAILED" not in text
+
+
+def test_render_of_a_failed_run_says_so_and_keeps_what_was_measured():
+    failed = results()
+    failed["error"] = "TimeoutError: p1-embedded-1000: 900 of 1000 Ready after 1120 s"
+    del failed["scenarios"]["p5"]
+    text = report.render(failed)
+    assert text.rstrip().endswith(
+        "FAILED: TimeoutError: p1-embedded-1000: 900 of 1000 Ready after 1120 s"
+    )
+    assert "P5" not in text
+    assert "cold → all Ready, embedded" in text
+
+
+def test_write_json_creates_the_directory_and_round_trips(tmp_path: Path):
+    path = tmp_path / "var" / "bench" / "latest.json"
+    report.write_json(path, results())
+    assert json.loads(path.read_text()) == results()
