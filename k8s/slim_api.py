@@ -141,6 +141,96 @@ class CoreV1(_Calls):
         return self._call("PATCH", path, params, "CoreV1Event", options, body=body)
 
 
+MERGE_PATCH = "application/merge-patch+json"  # what CustomObjectsApi's PATCHes default to
+
+
+class CustomObjects(_Calls):
+    """The custom-object calls of ``k8s.gateway``, as ``CustomObjectsApi`` names them, without
+    its pydantic ``validate_call`` wrappers (about 15 % of the embedded operator's CPU at
+    1,000 HikyoSecrets, issue 13). Answers are plain JSON dicts, as the generated methods'
+    ``object`` response type gives. The watches keep the generated class."""
+
+    def get_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+        params = {
+            "group": group,
+            "version": version,
+            "namespace": namespace,
+            "plural": plural,
+            "name": name,
+        }
+        return self._call("GET", path, params, "object", options)
+
+    def get_cluster_custom_object(
+        self, group: str, version: str, plural: str, name: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/{plural}/{name}"
+        params = {"group": group, "version": version, "plural": plural, "name": name}
+        return self._call("GET", path, params, "object", options)
+
+    def list_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+        params = {"group": group, "version": version, "namespace": namespace, "plural": plural}
+        return self._call("GET", path, params, "object", options, list_call=True)
+
+    def list_cluster_custom_object(
+        self, group: str, version: str, plural: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/{plural}"
+        params = {"group": group, "version": version, "plural": plural}
+        return self._call("GET", path, params, "object", options, list_call=True)
+
+    def patch_namespaced_custom_object(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        body: Any,
+        **options: Any,
+    ) -> Any:
+        return self._patch(group, version, namespace, plural, name, "", body, options)
+
+    def patch_namespaced_custom_object_status(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        body: Any,
+        **options: Any,
+    ) -> Any:
+        return self._patch(group, version, namespace, plural, name, "/status", body, options)
+
+    def _patch(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        subresource: str,
+        body: Any,
+        options: dict[str, Any],
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}" + subresource
+        params = {
+            "group": group,
+            "version": version,
+            "namespace": namespace,
+            "plural": plural,
+            "name": name,
+        }
+        options.setdefault("_content_type", MERGE_PATCH)
+        return self._call("PATCH", path, params, "object", options, body=body)
+
+
 _WORKLOADS = {
     "deployment": "deployments",
     "stateful_set": "statefulsets",

@@ -21,9 +21,11 @@ from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
 from k8s.slim_api import AppsV1
 from k8s.watch import Resource, Watcher
+from k8s.watch_cache import WatchedReads, chain
 
 from . import metrics
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
+from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
 from .queue.base import Ticket
 from .reporting import run_report
@@ -33,6 +35,8 @@ from .sources import EventRouter
 
 log = logging.getLogger(__name__)
 
+# The workload watches, by the slim client's method name, with the kind each one feeds.
+WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemon_set": DAEMON_SET}
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
 
 CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
@@ -208,10 +212,18 @@ class OperatorProcess:
             rollout_evaluation=self._rollouts.request if settings.trigger_rollouts else None,
             reports=self.runtime.reports if settings.status_reporting else None,
         )
-        self.watchers = [
-            Watcher(self.api_client, resource, handler, leading)
-            for resource, handler in self._resources(self.router)
-        ]
+        # Embedded mode: this term's watches also answer the reads they may (issue 13); a
+        # scaled worker has no watch and reads as before.
+        watched = WatchedReads() if self.send_task is None else None
+        self.watchers = []
+        for resource, handler, feeds in self._resources(self.router):
+            if watched is not None and feeds:
+                handler = chain(watched.handler(feeds), handler)  # the cache before the router
+            watcher = Watcher(self.api_client, resource, handler, leading)
+            if watched is not None and feeds:
+                watched.fed_by(feeds, watcher)
+            self.watchers.append(watcher)
+        self.runtime.cluster.watched = watched
         for watcher in self.watchers:
             watcher.start()
         from .dispatcher import Dispatcher
@@ -238,13 +250,15 @@ class OperatorProcess:
     def _follow(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            self.runtime.cluster.watched = None  # the term's watches stop: read as before
             for dispatcher in (self.dispatcher, self.report_dispatcher):
                 if dispatcher is not None:
                     dispatcher.wake()  # it sees the stop now, not after its tick
 
-    def _resources(self, router: EventRouter) -> list[tuple[Resource, Any]]:
+    def _resources(self, router: EventRouter) -> list[tuple[Resource, Any, str]]:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
-        or everywhere. Secrets are never watched (S4.1.1)."""
+        or everywhere, each with its handler and the watch cache it feeds ("" for none).
+        Secrets are never watched (S4.1.1)."""
         custom = client.CustomObjectsApi(self.api_client)
         apps = AppsV1(self.api_client)  # not client.AppsV1Api: see k8s.slim_api
         settings = self.runtime.settings
@@ -256,11 +270,10 @@ class OperatorProcess:
                     (GROUP, VERSION, INSTANCES_PLURAL),
                 ),
                 router.on_instance,
+                WatchedReads.INSTANCES,
             )
         ]
-        workloads = (
-            ("deployment", "stateful_set", "daemon_set") if settings.trigger_rollouts else ()
-        )
+        workloads = tuple(WORKLOAD_KINDS) if settings.trigger_rollouts else ()
         for namespace in settings.namespaces or (None,):
             where = f" in {namespace}" if namespace else ""
             if namespace:
@@ -275,13 +288,14 @@ class OperatorProcess:
                     custom.list_cluster_custom_object,
                     (GROUP, VERSION, SECRETS_PLURAL),
                 )
-            resources.append((crs, router.on_secret))
+            resources.append((crs, router.on_secret, ""))
             for kind in workloads:
                 if namespace:
                     lister, args = getattr(apps, f"list_namespaced_{kind}"), (namespace,)
                 else:
                     lister, args = getattr(apps, f"list_{kind}_for_all_namespaces"), ()
-                resources.append((Resource(f"{kind}s{where}", lister, args), router.on_workload))
+                resource = Resource(f"{kind}s{where}", lister, args)
+                resources.append((resource, router.on_workload, WORKLOAD_KINDS[kind]))
         return resources
 
     # -- dispatching ---------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import models
+from django.db import connections, models
 
 # Per object, the latest rows kept. Unchanged runs only bump counters (no row), so 300 changing
 # runs are weeks of normal history, while a CR that flaps every few seconds stays at a few
@@ -34,15 +34,27 @@ class PerObjectManager(models.Manager):
     newest_first: tuple[str, ...] = ("-at", "-id")
 
     def prune(self, uid: str, keep: int | None = None) -> int:
-        """Keeps the latest ``keep`` rows of one object; returns how many were deleted."""
+        """Keeps the latest ``keep`` rows of one object; returns how many were deleted.
+
+        One DELETE (SQLite and PostgreSQL alike): it runs after every changing run, and the
+        ORM's select-then-delete cost the embedded operator ~10 % of its CPU at 1,000 CRs."""
         keep = self.keep if keep is None else keep
-        stale = self.filter(uid=uid).order_by(*self.newest_first).values_list("id", flat=True)
-        ids = list(stale[keep:])
-        deleted = 0
-        for start in range(0, len(ids), 500):  # bounded IN lists (a long backlog after upgrade)
-            count, _ = self.filter(id__in=ids[start : start + 500]).delete()
-            deleted += count
-        return deleted
+        meta = self.model._meta
+        quote = connections[self.db].ops.quote_name
+        table, id_column = quote(meta.db_table), quote(meta.pk.column)
+        order = ", ".join(
+            f"{quote(meta.get_field(name.lstrip('-')).column)}"
+            f" {'DESC' if name.startswith('-') else 'ASC'}"
+            for name in self.newest_first
+        )
+        uid_column = quote(meta.get_field("uid").column)
+        sql = (
+            f"DELETE FROM {table} WHERE {uid_column} = %s AND {id_column} NOT IN "
+            f"(SELECT {id_column} FROM {table} WHERE {uid_column} = %s ORDER BY {order} LIMIT %s)"
+        )
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, [uid, uid, keep])
+            return max(cursor.rowcount, 0)
 
 
 class ReconcileRunManager(PerObjectManager):

@@ -223,6 +223,9 @@ def forget_unchecked(now: datetime) -> int:
     return forgotten
 
 
+RECORD_BATCH = 50  # writes per transaction at most, so the SQLite write lock is held briefly
+
+
 class BackgroundRecorder:
     """Hands runs to one writer thread, so reconciles never wait for the database (design.md
     principle 3) and an embedded process's threads never contend for SQLite's write lock.
@@ -251,14 +254,41 @@ class BackgroundRecorder:
                 log.warning("observation backlog full: %d runs not recorded", self.dropped)
 
     def _drain(self) -> None:
-        while (item := self._queue.get()) is not None:
-            write, args = item
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while len(batch) < RECORD_BATCH and batch[-1] is not None:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = batch[-1] is None
             try:
-                write(*args)
+                self._write([item for item in batch if item is not None])
             finally:
-                self._queue.task_done()
-        self._queue.task_done()
+                for _ in batch:
+                    self._queue.task_done()
         connection.close()
+
+    @staticmethod
+    def _write(items: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+        """A backlog is written in one transaction (one commit, not one per run: issue 13);
+        each write in its own savepoint, so one that fails loses only itself. A lone write
+        needs no batch."""
+        if len(items) <= 1:
+            for write, args in items:
+                write(*args)
+            return
+        try:
+            with transaction.atomic():
+                for write, args in items:
+                    try:
+                        with transaction.atomic():
+                            write(*args)
+                    except Exception:  # the writes log their own failures; this is a last net
+                        log.exception("recording an observation failed")
+        except Exception:  # the commit itself failed: the batch is lost, the next one tries
+            log.exception("recording a batch of observations failed")
 
     def flush(self, timeout: float = 10.0) -> None:
         """Waits until the backlog is written (shutdown, tests)."""

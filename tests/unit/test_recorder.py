@@ -306,3 +306,66 @@ def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(mon
     finally:
         release.set()
         recorder.close()
+
+
+@pytest.mark.django_db
+def test_a_backlog_is_written_in_one_batch_where_a_failing_write_loses_only_itself(caplog):
+    """Issue 13: the writer takes what is queued in one transaction (one commit, not one per
+    run); each write keeps its own savepoint, so a broken one neither raises nor takes the
+    others with it."""
+    first = _result(reason="Delivered", status_written=True, uid="uid-a")
+    broken = _result(
+        reason="Delivered",
+        status_written=True,
+        after=[_condition("Ready", "True", "Reconciled", message=object())],  # not JSON
+        uid="uid-b",
+    )
+
+    def raising(*_: Any) -> None:
+        raise RuntimeError("a write that does not catch its own failure")
+
+    last = _result(reason="Delivered", status_written=True, uid="uid-c")
+    BackgroundRecorder._write(
+        [
+            (record_run, (first, T0, 0.1)),
+            (record_run, (broken, T0, 0.1)),
+            (raising, ()),
+            (record_run, (last, T0, 0.1)),
+        ]
+    )
+    assert set(TrackedObject.objects.values_list("uid", flat=True)) == {"uid-a", "uid-c"}
+    assert set(ReconcileRun.objects.values_list("uid", flat=True)) == {"uid-a", "uid-c"}
+    assert "recording the reconcile of ns/app failed" in caplog.text
+    assert "recording an observation failed" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_drains_a_backlog_in_order_after_a_slow_write(monkeypatch):
+    """Runs queued while the writer was busy are all written, in order, as one batch."""
+    written: list[str] = []
+    writing, release = threading.Event(), threading.Event()
+    real_record_run = recording.record_run
+
+    def recording_run(result: RunResult, started: datetime, seconds: float) -> None:
+        if not written:
+            writing.set()
+            assert release.wait(10)
+        written.append(result.uid)
+        real_record_run(result, started, seconds)
+
+    monkeypatch.setattr(recording, "record_run", recording_run)
+    recorder = BackgroundRecorder(backlog=10)
+    uids = [f"uid-{n}" for n in range(6)]
+    try:
+        recorder(_result(uid=uids[0]), T0, 0.1)
+        assert writing.wait(10)
+        for uid in uids[1:]:
+            recorder(_result(uid=uid), T0, 0.1)
+        release.set()
+        recorder.flush(timeout=10)
+        assert written == uids
+        assert recorder.dropped == 0
+        assert sorted(TrackedObject.objects.values_list("uid", flat=True)) == uids
+    finally:
+        release.set()
+        recorder.close()

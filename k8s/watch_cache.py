@@ -1,0 +1,143 @@
+"""What the leader's watches already hold, served to its own reconciles (issue 13).
+
+The embedded operator watches HikyoInstances and, with triggerRollouts, the workloads. Each
+reconcile also read them again: one GET of the instance (R5, and once more per status report)
+and three workload lists. Those reads may be served from the watch:
+
+- a HikyoInstance's spec is immutable (S1.1.1); a deletion or a recreation reaches the cache
+  before the router re-enqueues the CRs that name it (the cache is fed first), so a reconcile
+  started by that event never sees the old object;
+- the workload lists were already served from the apiserver's watch cache
+  (``resourceVersion=0``, k8s.gateway.KubeCluster.list_workloads); this cache holds the same
+  reduced records (k8s.workloads.workload_from), opted-in workloads only, nothing else.
+
+The uncached reads the spec demands (the CR, the credential, the same-target list, the target,
+the stamp root, the read-back) are untouched. Until every watch feeding a cache has finished
+its first list, or once one of them stopped, the cache answers "not known" and the caller makes
+the request as before; so does a scaled worker, which has no watch.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from workers.engine.ports import Workload
+
+from .workloads import workload_from
+
+OnEvent = Callable[[str, dict[str, Any], bool], None]
+
+
+class _Fed(Protocol):
+    """A watch as the cache sees it: whether its first list is complete, whether it runs."""
+
+    synced: threading.Event
+
+    def is_alive(self) -> bool: ...
+
+
+class _Feeds:
+    """The watches whose events fill one cache; the cache is usable while all of them are."""
+
+    def __init__(self) -> None:
+        self._watchers: list[_Fed] = []
+
+    def add(self, watcher: _Fed) -> None:
+        self._watchers.append(watcher)
+
+    def ready(self) -> bool:
+        watchers = self._watchers
+        return bool(watchers) and all(w.synced.is_set() and w.is_alive() for w in watchers)
+
+
+class InstanceCache:
+    """HikyoInstances by name, from the instance watch."""
+
+    def __init__(self) -> None:
+        self.feeds = _Feeds()
+        self._lock = threading.Lock()
+        self._by_name: dict[str, dict[str, Any]] = {}
+
+    def on_event(self, kind: str, obj: dict[str, Any], initial: bool) -> None:
+        name = obj["metadata"]["name"]
+        with self._lock:
+            if kind == "DELETED":
+                self._by_name.pop(name, None)
+            else:
+                self._by_name[name] = obj
+
+    def lookup(self, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(known, the instance or None when it does not exist); (False, None) while the
+        watch cannot vouch for the answer. A copy: callers may keep and change it."""
+        if not self.feeds.ready():
+            return False, None
+        with self._lock:
+            found = self._by_name.get(name)
+        return True, copy.deepcopy(found) if found is not None else None
+
+
+class WorkloadCache:
+    """Opted-in Deployments, StatefulSets and DaemonSets per namespace, reduced as the
+    workload list reduces them."""
+
+    def __init__(self) -> None:
+        self.feeds = _Feeds()
+        self._lock = threading.Lock()
+        # namespace -> uid -> the reduced record; an object that stops opting in is dropped
+        self._by_namespace: dict[str, dict[str, Workload]] = {}
+
+    def feed(self, kind: str) -> OnEvent:
+        """The event handler for the watch of one workload ``kind`` (ports.DEPLOYMENT ...)."""
+
+        def on_event(event: str, obj: dict[str, Any], initial: bool) -> None:
+            metadata = obj["metadata"]
+            namespace, uid = metadata.get("namespace", ""), metadata["uid"]
+            workload = None if event == "DELETED" else workload_from(kind, obj)
+            with self._lock:
+                known = self._by_namespace.setdefault(namespace, {})
+                if workload is None:
+                    known.pop(uid, None)
+                    if not known:
+                        del self._by_namespace[namespace]
+                else:
+                    known[uid] = workload
+
+        return on_event
+
+    def lookup(self, namespace: str) -> list[Workload] | None:
+        """The namespace's opted-in workloads, or None while the watches cannot vouch."""
+        if not self.feeds.ready():
+            return None
+        with self._lock:
+            return list((self._by_namespace.get(namespace) or {}).values())
+
+
+def chain(*handlers: OnEvent) -> OnEvent:
+    """One watch handler calling each of ``handlers`` in order (the cache before the router)."""
+
+    def on_event(kind: str, obj: dict[str, Any], initial: bool) -> None:
+        for handler in handlers:
+            handler(kind, obj, initial)
+
+    return on_event
+
+
+class WatchedReads:
+    """The caches one leadership term's watches fill; KubeCluster asks them first."""
+
+    INSTANCES = "instances"  # what the instance watch feeds; workload watches name their kind
+
+    def __init__(self) -> None:
+        self.instances = InstanceCache()
+        self.workloads = WorkloadCache()
+
+    def handler(self, feeds: str) -> OnEvent:
+        """The cache's handler for a watch that ``feeds`` INSTANCES or a workload kind."""
+        return self.instances.on_event if feeds == self.INSTANCES else self.workloads.feed(feeds)
+
+    def fed_by(self, feeds: str, watcher: _Fed) -> None:
+        """The cache answers only while ``watcher`` (and the others feeding it) is synced."""
+        (self.instances if feeds == self.INSTANCES else self.workloads).feeds.add(watcher)

@@ -1,0 +1,72 @@
+"""The per-object bound of the observation tables (one DELETE per prune, issue 13) holds on
+PostgreSQL, the scaled mode's store (S8.1), as tests/unit/test_observation_bounds.py shows it
+on SQLite: the newest rows stay, by the manager's order, ties broken by id."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Runs in a child so Django binds to this database alone (the test session's Django is bound
+# to its own test database).
+SCRIPT = """
+import json
+from datetime import UTC, datetime, timedelta
+
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from controlplane.observations.models import ConditionChange
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+for n in range(12):
+    for uid in ("flappy", "calm"):
+        ConditionChange.objects.create(
+            uid=uid, namespace="ns", name=uid, at=T0 + timedelta(seconds=n // 2),
+            type="Ready", new_status="True", message=f"{uid} {n}",
+        )
+deleted = ConditionChange.objects.prune("flappy", keep=5)
+kept = list(
+    ConditionChange.objects.filter(uid="flappy").order_by("id").values_list("message", flat=True)
+)
+print(json.dumps({
+    "deleted": deleted,
+    "kept": kept,
+    "calm": ConditionChange.objects.filter(uid="calm").count(),
+    "again": ConditionChange.objects.prune("flappy", keep=5),
+}))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_pruning_keeps_the_newest_rows_of_one_object_on_postgresql(postgres_server, tmp_path):
+    name = f"prune_{uuid.uuid4().hex[:12]}"
+    with postgres_server.connect("postgres") as connection:
+        connection.execute(f"CREATE DATABASE {name} OWNER {postgres_server.ROLE}")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "HIKYO_OPERATOR_DATABASE_URL": postgres_server.url.rsplit("/", 1)[0] + f"/{name}",
+        "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["deleted"] == 7
+    # The newest five: the latest times, and within the tie at the boundary (runs 6 and 7 share
+    # a second) the higher id.
+    assert result["kept"] == [f"flappy {n}" for n in (7, 8, 9, 10, 11)]
+    assert result["calm"] == 12  # another object's rows are untouched
+    assert result["again"] == 0

@@ -1,0 +1,161 @@
+"""The leader's watch caches (k8s/watch_cache.py, issue 13): HikyoInstances and opted-in
+workloads answer a reconcile's reads only while every watch feeding them has listed and still
+runs; otherwise the gateway makes the request as before."""
+
+from __future__ import annotations
+
+import threading
+
+from kubernetes import client
+
+from k8s.gateway import KubeCluster
+from k8s.watch_cache import WatchedReads, chain
+from workers.engine.ports import DEPLOYMENT, STATEFUL_SET
+
+
+class FakeWatcher:
+    def __init__(self, *, synced: bool = True, alive: bool = True) -> None:
+        self.synced = threading.Event()
+        if synced:
+            self.synced.set()
+        self.alive = alive
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+def _instance(name: str, uid: str = "i-1") -> dict:
+    return {
+        "apiVersion": "hikyo.dev/v1alpha1",
+        "kind": "HikyoInstance",
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"url": "https://hikyo.example", "audience": "hikyo"},
+    }
+
+
+def _deployment(name: str, uid: str, annotations: dict[str, str] | None) -> dict:
+    return {
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "uid": uid,
+            "generation": 2,
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "replicas": 3,
+            "template": {"metadata": {"annotations": {"stamp.hikyo.dev/app-env": "v1:abc"}}},
+        },
+        "status": {"observedGeneration": 2, "updatedReplicas": 3},
+    }
+
+
+def _counting_cluster(asked: list[str]) -> KubeCluster:
+    """A gateway whose instance GETs and workload lists are recorded, not sent."""
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+
+    def get_instance(group: str, version: str, plural: str, name: str) -> dict:
+        asked.append(f"get {name}")
+        return _instance(name, uid="from-the-apiserver")
+
+    cluster.custom.get_cluster_custom_object = get_instance  # type: ignore[method-assign]
+    return cluster
+
+
+def test_instances_are_known_only_once_the_watch_listed_and_while_it_runs():
+    watched = WatchedReads()
+    watcher = FakeWatcher(synced=False)
+    watched.fed_by(WatchedReads.INSTANCES, watcher)
+    feed = watched.handler(WatchedReads.INSTANCES)
+    feed("ADDED", _instance("main"), True)
+    assert watched.instances.lookup("main") == (False, None)  # not listed yet
+    watcher.synced.set()
+    known, found = watched.instances.lookup("main")
+    assert known and found == _instance("main")
+    assert watched.instances.lookup("other") == (True, None)  # listed: it does not exist
+    watcher.alive = False  # leadership ended, or the watch thread died
+    assert watched.instances.lookup("main") == (False, None)
+
+
+def test_an_instance_deleted_and_recreated_is_seen_as_such():
+    watched = WatchedReads()
+    watched.fed_by(WatchedReads.INSTANCES, FakeWatcher())
+    feed = watched.handler(WatchedReads.INSTANCES)
+    feed("ADDED", _instance("main", uid="old"), True)
+    feed("DELETED", {"metadata": {"name": "main", "uid": "old"}}, False)  # a tombstone
+    assert watched.instances.lookup("main") == (True, None)
+    feed("ADDED", _instance("main", uid="new"), False)
+    assert watched.instances.lookup("main")[1]["metadata"]["uid"] == "new"
+
+
+def test_a_caller_changing_its_instance_does_not_change_the_cache():
+    watched = WatchedReads()
+    watched.fed_by(WatchedReads.INSTANCES, FakeWatcher())
+    watched.handler(WatchedReads.INSTANCES)("ADDED", _instance("main"), True)
+    _, mine = watched.instances.lookup("main")
+    mine["spec"]["url"] = "https://changed.example"
+    assert watched.instances.lookup("main")[1]["spec"]["url"] == "https://hikyo.example"
+
+
+def test_workloads_keep_only_opted_in_objects_reduced_like_the_list():
+    watched = WatchedReads()
+    for kind in (DEPLOYMENT, STATEFUL_SET):
+        watched.fed_by(kind, FakeWatcher())
+    feed = watched.handler(DEPLOYMENT)
+    feed("ADDED", _deployment("web", "d-1", {"hikyo.dev/secrets": "app-env"}), True)
+    feed("ADDED", _deployment("batch", "d-2", None), True)  # not opted in: not kept
+    [web] = watched.workloads.lookup("team")
+    assert (web.kind, web.name, web.targets, web.stamps) == (
+        DEPLOYMENT,
+        "web",
+        frozenset({"app-env"}),
+        {"app-env": "v1:abc"},
+    )
+    assert web.replicas == 3 and web.observed_generation == 2
+    assert watched.workloads.lookup("elsewhere") == []
+    feed("MODIFIED", _deployment("web", "d-1", None), False)  # opted out
+    assert watched.workloads.lookup("team") == []
+    feed("ADDED", _deployment("web", "d-1", {"hikyo.dev/secrets": "app-env"}), False)
+    feed("DELETED", {"metadata": {"name": "web", "namespace": "team", "uid": "d-1"}}, False)
+    assert watched.workloads.lookup("team") == []
+
+
+def test_workloads_wait_for_every_workload_watch():
+    watched = WatchedReads()
+    slow = FakeWatcher(synced=False)
+    watched.fed_by(DEPLOYMENT, FakeWatcher())
+    watched.fed_by(STATEFUL_SET, slow)
+    assert watched.workloads.lookup("team") is None
+    slow.synced.set()
+    assert watched.workloads.lookup("team") == []
+
+
+def test_the_gateway_asks_the_caches_first_and_the_apiserver_otherwise():
+    asked: list[str] = []
+    cluster = _counting_cluster(asked)
+    watched = WatchedReads()
+    watcher = FakeWatcher()
+    watched.fed_by(WatchedReads.INSTANCES, watcher)
+    watched.fed_by(DEPLOYMENT, watcher)
+    watched.handler(WatchedReads.INSTANCES)("ADDED", _instance("main"), True)
+    cluster.watched = watched
+    assert cluster.get_instance("main") == _instance("main")
+    assert cluster.get_instance("gone") is None
+    assert cluster.list_workloads("team") == []
+    assert asked == []  # all three answered by the watches
+    watcher.alive = False
+    assert cluster.get_instance("main")["metadata"]["uid"] == "from-the-apiserver"
+    cluster.watched = None  # a follower, or a scaled worker
+    cluster.get_instance("main")
+    assert asked == ["get main", "get main"]
+
+
+def test_chain_calls_the_cache_before_the_router():
+    calls: list[str] = []
+    handler = chain(
+        lambda kind, obj, initial: calls.append(f"cache {kind}"),
+        lambda kind, obj, initial: calls.append(f"router {kind}"),
+    )
+    handler("ADDED", {}, False)
+    assert calls == ["cache ADDED", "router ADDED"]
