@@ -56,6 +56,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--worker-concurrency", type=int, default=2, help="celery --concurrency per worker (2)"
     )
+    parser.add_argument(
+        "--worker-pool", choices=("prefork", "threads"), default="prefork", help="(prefork)"
+    )
     parser.add_argument("--resync", type=int, default=30, help="P2/P3 resyncInterval, s (30)")
     parser.add_argument("--p3-samples", type=int, default=30, help="CRs per P3 measure (30)")
     parser.add_argument("--p5-delay-ms", type=float, default=50.0, help="P5 delivery delay (50)")
@@ -90,6 +93,7 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
     opts = scenarios.Options(
         fetch_qps=options.fetch_qps,
         worker_concurrency=options.worker_concurrency,
+        worker_pool=options.worker_pool,
         resync_seconds=options.resync,
         p3_samples=options.p3_samples,
         p5_delay_ms=options.p5_delay_ms,
@@ -147,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             "keys": KEYS,
             "namespaces": NAMESPACES,
             "worker_concurrency": options.worker_concurrency,
+            "worker_pool": options.worker_pool,
             "resync_seconds": options.resync,
             "p3_samples": options.p3_samples,
             "p5_delay_ms": options.p5_delay_ms,

@@ -64,12 +64,12 @@ class Databases:
         return self._server.url.rsplit("/", 1)[0] + f"/{name}"
 
 
-def worker_argv(name: str, concurrency: int, loglevel: str) -> list[str]:
-    """tests/support's worker command with this run's pool size and log level."""
+def worker_argv(name: str, concurrency: int, loglevel: str, pool: str = "prefork") -> list[str]:
+    """tests/support's worker command with this run's pool, pool size and log level."""
     argv = celery_worker(name)
     for option, value in (("--concurrency", str(concurrency)), ("--loglevel", loglevel)):
         argv[argv.index(option) + 1] = value
-    return argv
+    return [*argv, "--pool", pool]
 
 
 class Fleet:
@@ -84,8 +84,9 @@ class Fleet:
         env: dict[str, str],
         databases: Databases,
         cleanup: contextlib.ExitStack,
+        pool: str = "prefork",
     ) -> None:
-        self.workers, self.concurrency = workers, concurrency
+        self.workers, self.concurrency, self.pool = workers, concurrency, pool
         redis_url = database_url = None
         if workers:
             binary = outside_pytest(lambda: locate_redis_server(False))
@@ -105,15 +106,15 @@ class Fleet:
         return "scaled" if self.workers else "embedded"
 
     def start_workers(self, timeout: float = WORKER_BOOT_TIMEOUT) -> None:
-        """The celery workers, returning once each serves /metrics (its worker_init ran) and
-        has forked its prefork pool; they then wait for tasks."""
+        """The celery workers, returning once each serves /metrics (its worker_init ran) and,
+        with the prefork pool, has forked its children; they then wait for tasks."""
         self.sampler.start()
         loglevel = self.operator.env.get("HIKYO_LOG_LEVEL", "WARNING")
         booting = []
         for index in range(1, self.workers + 1):
             name, port = f"worker-{index}", free_port()
             env = {**self.operator.env, "HIKYO_OPERATOR_METRICS_ADDR": f"127.0.0.1:{port}"}
-            argv = worker_argv(name, self.concurrency, loglevel)
+            argv = worker_argv(name, self.concurrency, loglevel, self.pool)
             service = Service(name, argv, self.operator.tmp / f"{name}.log", env).start()
             self.operator.services.append(service)
             self.sampler.add(name, service.pid)
@@ -122,6 +123,8 @@ class Fleet:
         for service, port in booting:
             left = max(1.0, deadline - time.monotonic())
             wait_http_ok(f"http://127.0.0.1:{port}/metrics", timeout=left, alive=service.alive)
+            if self.pool != "prefork":
+                continue  # a threads pool starts its threads in the worker process itself
             wait_for(
                 lambda service=service: (
                     len(descendants(service.pid, parent_pids())) >= self.concurrency

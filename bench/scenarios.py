@@ -47,6 +47,7 @@ def log(message: str) -> None:
 class Options:
     fetch_qps: float = 1000.0
     worker_concurrency: int = 2
+    worker_pool: str = "prefork"  # celery --pool: prefork (the chart's) or threads
     resync_seconds: int = 30
     p3_samples: int = 30
     p5_delay_ms: float = 50.0
@@ -145,6 +146,7 @@ class Bench:
                     self.env(run_lines),
                     self.databases,
                     stack,
+                    pool=self.options.worker_pool,
                 )
                 side = Side(label, n, api, hikyo, world, fleet, create_seconds, tmp)
                 stack.callback(lambda: side.tracker.close() if side.tracker else None)
@@ -203,6 +205,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         "mode": fleet.mode,
         "workers": fleet.workers,
         "worker_concurrency": fleet.concurrency if fleet.workers else None,
+        "worker_pool": fleet.pool if fleet.workers else None,
         "n": n,
         "create_seconds": side.create_seconds,
         "seconds": round(seconds, 2),

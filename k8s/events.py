@@ -39,6 +39,22 @@ class EventSink:
         self._lock = threading.Lock()
         self._series: dict[str, tuple[str, int, float]] = {}  # digest -> (name, count, sent)
         self._creates: dict[tuple[str, str], float] = {}  # (uid, reason) -> last create
+        self._next_sweep = clock() + SERIES_WINDOW_SECONDS
+
+    def _forget_expired(self, now: float) -> None:
+        """Drops the records no longer able to aggregate or limit anything (older than their
+        window), once per window: without it they grew with every CR and message ever seen."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + SERIES_WINDOW_SECONDS
+        self._series = {
+            digest: series
+            for digest, series in self._series.items()
+            if now - series[2] < SERIES_WINDOW_SECONDS
+        }
+        self._creates = {
+            key: last for key, last in self._creates.items() if now - last < CREATE_INTERVAL_SECONDS
+        }
 
     def emit(self, cr: dict[str, Any], event: Event) -> None:
         metadata = cr["metadata"]
@@ -47,6 +63,7 @@ class EventSink:
         now = self.clock()
         stamp = datetime.now(UTC)
         with self._lock:
+            self._forget_expired(now)
             series = self._series.get(digest)
             if series and now - series[2] < SERIES_WINDOW_SECONDS:
                 name, count, _ = series
