@@ -18,6 +18,17 @@ def bench_instance(url: str, ca_bundle_b64: str) -> dict[str, Any]:
     }
 
 
+def create_bench_instance(custom: Any, url: str, ca_bundle_b64: str, timeout: float) -> None:
+    """Creates the benchmarks' HikyoInstance through a CustomObjectsApi."""
+    custom.create_cluster_custom_object(
+        "hikyo.dev",
+        "v1alpha1",
+        "hikyoinstances",
+        bench_instance(url, ca_bundle_b64),
+        _request_timeout=timeout,
+    )
+
+
 def bench_hikyosecret(
     name: str, scope: tuple[str, str, str], resync_seconds: int | None = None
 ) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from bench.apiserver import (  # noqa: E402
     measure_period,
     ready,
 )
-from bench.common import bench_hikyosecret, bench_instance, status_kib  # noqa: E402
+from bench.common import bench_hikyosecret, create_bench_instance, status_kib  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
 from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
 
@@ -460,13 +460,7 @@ def run_ours(
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for ns in ("hikyo-system", NAMESPACE):
             core.create_namespace({"metadata": {"name": ns}}, _request_timeout=CALL_TIMEOUT)
-        custom.create_cluster_custom_object(
-            "hikyo.dev",
-            "v1alpha1",
-            "hikyoinstances",
-            bench_instance(hikyo.url, hikyo.ca_bundle_b64),
-            _request_timeout=CALL_TIMEOUT,
-        )
+        create_bench_instance(custom, hikyo.url, hikyo.ca_bundle_b64, CALL_TIMEOUT)
         core.create_namespaced_secret(
             NAMESPACE,
             {

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.apiserver import CALL_TIMEOUT, list_json, ready_at_generation
-from bench.common import CREDENTIAL, INSTANCE, bench_hikyosecret, bench_instance
+from bench.common import CREDENTIAL, INSTANCE, bench_hikyosecret, create_bench_instance
 
 NAMESPACES = 10
 KEYS = 10
@@ -50,13 +50,7 @@ def create_world(
     hikyo.add_credential(
         TOKEN, org, project, environment, grants=("read", "reveal", "report-delivery-status")
     )
-    custom.create_cluster_custom_object(
-        "hikyo.dev",
-        "v1alpha1",
-        "hikyoinstances",
-        bench_instance(hikyo.url, hikyo.ca_bundle_b64),
-        _request_timeout=CALL_TIMEOUT,
-    )
+    create_bench_instance(custom, hikyo.url, hikyo.ca_bundle_b64, CALL_TIMEOUT)
     for namespace in names:
         core.create_namespaced_secret(
             namespace,
