@@ -29,7 +29,7 @@ from workers.engine.ports import (
 
 from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
 from .events import EventSink
-from .slim_api import AppsV1, CoreV1
+from .slim_api import AppsV1, AuthorizationV1, CoordinationV1, CoreV1, CustomObjects
 from .workloads import workload_from
 
 log = logging.getLogger(__name__)
@@ -196,10 +196,11 @@ class KubeCluster:
 
     def __init__(self, api_client: client.ApiClient, events: EventSink | None = None) -> None:
         self.api_client = api_client
-        self.core = CoreV1(api_client)  # not client.CoreV1Api: see k8s.slim_api
-        self.custom = client.CustomObjectsApi(api_client)
-        self.coordination = client.CoordinationV1Api(api_client)
-        self.authorization = client.AuthorizationV1Api(api_client)
+        # Not the generated client.*Api classes: see k8s.slim_api.
+        self.core = CoreV1(api_client)
+        self.custom = CustomObjects(api_client)
+        self.coordination = CoordinationV1(api_client)
+        self.authorization = AuthorizationV1(api_client)
         self.apps = AppsV1(api_client)
         self.events = events or EventSink(self.core)
 

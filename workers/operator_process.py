@@ -19,7 +19,7 @@ from k8s.errors import describe
 from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
-from k8s.slim_api import AppsV1
+from k8s.slim_api import AppsV1, CustomObjects
 from k8s.watch import Resource, Watcher
 
 from . import metrics
@@ -245,8 +245,8 @@ class OperatorProcess:
     def _resources(self, router: EventRouter) -> list[tuple[Resource, Any]]:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
         or everywhere. Secrets are never watched (S4.1.1)."""
-        custom = client.CustomObjectsApi(self.api_client)
-        apps = AppsV1(self.api_client)  # not client.AppsV1Api: see k8s.slim_api
+        # not client.CustomObjectsApi / client.AppsV1Api: see k8s.slim_api
+        custom, apps = CustomObjects(self.api_client), AppsV1(self.api_client)
         settings = self.runtime.settings
         resources = [
             (
