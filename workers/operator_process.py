@@ -34,6 +34,7 @@ from .sources import EventRouter
 log = logging.getLogger(__name__)
 
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
+EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
 
 CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
 # While a check fails, look again sooner: S8.7 holds every reconcile until one passes, and a
@@ -129,8 +130,11 @@ class OperatorProcess:
         self.send_report = send_report
         # Reports run beside reconciles, never in their way (S7.4).
         self._report_pool = (
-            ThreadPoolExecutor(2, thread_name_prefix="report") if send_report is None else None
+            ThreadPoolExecutor(EMBEDDED_REPORTERS, thread_name_prefix="report")
+            if send_report is None
+            else None
         )
+        self._reports_in_flight = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -230,6 +234,7 @@ class OperatorProcess:
                 self.runtime.reports,
                 self._submit_report,
                 leading,
+                capacity=self._report_capacity,
                 on_store_lost=router.reschedule_reports,
                 what="report-queue",
             )
@@ -304,11 +309,23 @@ class OperatorProcess:
         future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
         future.add_done_callback(self._done)
 
+    def _report_capacity(self) -> int:
+        """Embedded: only as many reports as the pool runs at once leave the queue. A due key
+        taken beyond them would wait in the executor's own queue (a Future each: at thousands
+        of CRs their heartbeats come due together) and count as dispatched all that time."""
+        if self._report_pool is None:
+            return 100
+        with self._in_flight_lock:
+            return EMBEDDED_REPORTERS - self._reports_in_flight
+
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
             self.send_report(ticket)
         elif self._report_pool is not None:
-            self._report_pool.submit(run_report, self.runtime, ticket.key)
+            with self._in_flight_lock:
+                self._reports_in_flight += 1
+            future = self._report_pool.submit(run_report, self.runtime, ticket.key)
+            future.add_done_callback(self._report_done)
 
     def _waiting(self) -> str:
         """How many keys the S8.7 hold keeps waiting, for /readyz; a store error never fails it."""
@@ -338,6 +355,13 @@ class OperatorProcess:
             self._pool.submit(run_rollout_evaluation, self.runtime, key)
         else:
             run_rollout_evaluation(self.runtime, key)
+
+    def _report_done(self, _future: Any) -> None:
+        with self._in_flight_lock:
+            self._reports_in_flight -= 1
+        dispatcher = self.report_dispatcher
+        if dispatcher is not None:
+            dispatcher.wake()
 
     def _done(self, _future: Any) -> None:
         with self._in_flight_lock:
