@@ -31,7 +31,9 @@ OnEvent = Callable[[str, dict[str, Any], bool], None]
 # Short server-side timeouts let a stopped watcher (lost leadership) notice within a minute.
 WATCH_TIMEOUT_SECONDS = 60
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 30.0
-LIST_PAGE_SIZE = 500
+# A page of 500 HikyoSecrets parsed is ~6 MiB of dicts (managedFields, conditions), held while
+# each item is routed; 100 keeps that transient near 1 MiB for a few more LIST requests.
+LIST_PAGE_SIZE = 100
 
 
 @dataclass(frozen=True)
