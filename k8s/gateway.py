@@ -177,7 +177,7 @@ def _secret_body(secret: SecretObject) -> dict[str, Any]:
     }
 
 
-REACH_PAGE_SIZE = 500
+REACH_PAGE_SIZE = 100  # a parsed page of 500 CRs is ~6 MiB, and first reconciles list at once
 
 
 def reach_fields(cr: dict[str, Any]) -> dict[str, Any]:
