@@ -29,7 +29,7 @@ from workers.engine.ports import (
 
 from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
 from .events import EventSink
-from .slim_api import AppsV1, CoreV1, CustomObjects
+from .slim_api import AppsV1, AuthorizationV1, CoordinationV1, CoreV1, CustomObjects
 from .watch_cache import WatchedReads
 from .workloads import workload_from
 
@@ -182,7 +182,7 @@ def _secret_body(secret: SecretObject) -> dict[str, Any]:
     }
 
 
-REACH_PAGE_SIZE = 500
+REACH_PAGE_SIZE = 100  # a parsed page of 500 CRs is ~6 MiB, and first reconciles list at once
 
 
 def reach_fields(cr: dict[str, Any]) -> dict[str, Any]:
@@ -203,10 +203,11 @@ class KubeCluster:
         self.api_client = api_client
         # The leader's watches (embedded mode) answer the reads they may (k8s.watch_cache).
         self.watched: WatchedReads | None = None
-        self.core = CoreV1(api_client)  # not client.CoreV1Api: see k8s.slim_api
-        self.custom = CustomObjects(api_client)  # not client.CustomObjectsApi: k8s.slim_api
-        self.coordination = client.CoordinationV1Api(api_client)
-        self.authorization = client.AuthorizationV1Api(api_client)
+        # Not the generated client.*Api classes: see k8s.slim_api.
+        self.core = CoreV1(api_client)
+        self.custom = CustomObjects(api_client)
+        self.coordination = CoordinationV1(api_client)
+        self.authorization = AuthorizationV1(api_client)
         self.apps = AppsV1(api_client)
         self.events = events or EventSink(self.core)
 

@@ -17,6 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from workers.engine.ports import LEASE_NAME
 
+from .slim_api import CoordinationV1
+
 log = logging.getLogger(__name__)
 
 
@@ -37,7 +39,7 @@ class LeaderElector(threading.Thread):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="leader-election", daemon=True)
-        self.api = client.CoordinationV1Api(api_client)
+        self.api = CoordinationV1(api_client)  # not client.CoordinationV1Api: see k8s.slim_api
         self.namespace, self.identity, self.lease_name = namespace, identity, name
         self.on_started, self.on_stopped = on_started, on_stopped
         self.stop_event = stop
@@ -157,7 +159,7 @@ def live_holder(
     ahead of ``now``), or None when nobody does. For one-off commands that must not run beside
     a live operator; the elector itself never trusts these timestamps (clock skew)."""
     try:
-        lease = client.CoordinationV1Api(api_client).read_namespaced_lease(name, namespace)
+        lease = CoordinationV1(api_client).read_namespaced_lease(name, namespace)
     except ApiException as error:
         if error.status == 404:
             return None

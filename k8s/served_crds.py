@@ -14,13 +14,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .gateway import translate
+from .slim_api import ApiextensionsV1
 
 CRD_GROUP = "apiextensions.k8s.io"
 
 
 def read_crd(api_client: client.ApiClient, name: str) -> dict[str, Any] | None:
     """An uncached GET of one CRD; None when it does not exist, else our error tree."""
-    api = client.ApiextensionsV1Api(api_client)
+    api = ApiextensionsV1(api_client)  # not client.ApiextensionsV1Api: see k8s.slim_api
     try:
         response = api.read_custom_resource_definition(name, _preload_content=False)
     except ApiException as error:

@@ -1,14 +1,17 @@
-"""The few core/v1 and apps/v1 calls the operator makes, without the generated API classes.
+"""The few Kubernetes API calls the operator makes, without the generated API classes.
 
 The official client's ``CoreV1Api`` and ``AppsV1Api`` are generated modules of 63,000 and
 20,000 lines whose ~500 pydantic-validated methods cost the embedded operator ~25 MiB of RSS
 the moment they are instantiated (issue 13, measured with bench/operator_scale.py; S9.6 asks
-for 128 MiB at 5,000 HikyoSecrets). Each call here goes through the same ``ApiClient`` the
-generated method would use (``param_serialize``, ``call_api``, ``response_deserialize``: the
-same URL, query, Accept and Content-Type, the same models back, the same ``ApiException`` on
-a non-2xx answer, the same ``_preload_content`` and ``_request_timeout`` handling), so
-callers, timeouts (``k8s.client.bounded``) and ``kubernetes.watch`` see no difference. Only
-the argument validation pydantic did is gone; our callers pass plain str/int/bool/dict/models.
+for 128 MiB at 5,000 HikyoSecrets). ``CustomObjectsApi``, ``CoordinationV1Api``,
+``AuthorizationV1Api`` and ``ApiextensionsV1Api`` cost another 4.6 MiB between them for the
+ten methods used, so those calls are here too. Each call here goes through the same
+``ApiClient`` the generated method would use (``param_serialize``, ``call_api``,
+``response_deserialize``: the same URL, query, Accept and Content-Type, the same models back,
+the same ``ApiException`` on a non-2xx answer, the same ``_preload_content`` and
+``_request_timeout`` handling), so callers, timeouts (``k8s.client.bounded``) and
+``kubernetes.watch`` see no difference. Only the argument validation pydantic did is gone; our
+callers pass plain str/int/bool/dict/models.
 
 Where a caller ignores the answer (the workload stamp patch) it is returned as a plain dict,
 so the model tree of a Deployment is never imported.
@@ -26,6 +29,8 @@ from kubernetes import client
 # the REST layer turns into a strategic merge patch for a non-list body).
 ACCEPT = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
 ACCEPT_LIST = [*ACCEPT, "application/cbor", "application/json;stream=watch"]
+# Custom objects have no strategic merge patch: their generated methods default to a merge patch.
+CUSTOM_PATCH_TYPES = ["application/merge-patch+json", "application/apply-patch+yaml"]
 PATCH_TYPES = [
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -56,6 +61,7 @@ class _Calls:
         *,
         body: Any = None,
         list_call: bool = False,
+        patch_types: list[str] = PATCH_TYPES,
     ) -> Any:
         call_options = {k: options.pop(k) for k in _CALL_OPTIONS if k in options}
         query = [(_query_name(k), v) for k, v in options.items() if v is not None]
@@ -66,7 +72,7 @@ class _Calls:
         if call_options.get("_content_type"):
             headers["Content-Type"] = call_options["_content_type"]
         elif method == "PATCH":
-            headers["Content-Type"] = self.api_client.select_header_content_type(PATCH_TYPES)
+            headers["Content-Type"] = self.api_client.select_header_content_type(patch_types)
         serialized = self.api_client.param_serialize(
             method=method,
             resource_path=path,
@@ -141,96 +147,6 @@ class CoreV1(_Calls):
         return self._call("PATCH", path, params, "CoreV1Event", options, body=body)
 
 
-MERGE_PATCH = "application/merge-patch+json"  # what CustomObjectsApi's PATCHes default to
-
-
-class CustomObjects(_Calls):
-    """The custom-object calls of ``k8s.gateway``, as ``CustomObjectsApi`` names them, without
-    its pydantic ``validate_call`` wrappers (about 15 % of the embedded operator's CPU at
-    1,000 HikyoSecrets, issue 13). Answers are plain JSON dicts, as the generated methods'
-    ``object`` response type gives. The watches keep the generated class."""
-
-    def get_namespaced_custom_object(
-        self, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
-    ) -> Any:
-        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
-        params = {
-            "group": group,
-            "version": version,
-            "namespace": namespace,
-            "plural": plural,
-            "name": name,
-        }
-        return self._call("GET", path, params, "object", options)
-
-    def get_cluster_custom_object(
-        self, group: str, version: str, plural: str, name: str, **options: Any
-    ) -> Any:
-        path = "/apis/{group}/{version}/{plural}/{name}"
-        params = {"group": group, "version": version, "plural": plural, "name": name}
-        return self._call("GET", path, params, "object", options)
-
-    def list_namespaced_custom_object(
-        self, group: str, version: str, namespace: str, plural: str, **options: Any
-    ) -> Any:
-        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
-        params = {"group": group, "version": version, "namespace": namespace, "plural": plural}
-        return self._call("GET", path, params, "object", options, list_call=True)
-
-    def list_cluster_custom_object(
-        self, group: str, version: str, plural: str, **options: Any
-    ) -> Any:
-        path = "/apis/{group}/{version}/{plural}"
-        params = {"group": group, "version": version, "plural": plural}
-        return self._call("GET", path, params, "object", options, list_call=True)
-
-    def patch_namespaced_custom_object(
-        self,
-        group: str,
-        version: str,
-        namespace: str,
-        plural: str,
-        name: str,
-        body: Any,
-        **options: Any,
-    ) -> Any:
-        return self._patch(group, version, namespace, plural, name, "", body, options)
-
-    def patch_namespaced_custom_object_status(
-        self,
-        group: str,
-        version: str,
-        namespace: str,
-        plural: str,
-        name: str,
-        body: Any,
-        **options: Any,
-    ) -> Any:
-        return self._patch(group, version, namespace, plural, name, "/status", body, options)
-
-    def _patch(
-        self,
-        group: str,
-        version: str,
-        namespace: str,
-        plural: str,
-        name: str,
-        subresource: str,
-        body: Any,
-        options: dict[str, Any],
-    ) -> Any:
-        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}" + subresource
-        params = {
-            "group": group,
-            "version": version,
-            "namespace": namespace,
-            "plural": plural,
-            "name": name,
-        }
-        options.setdefault("_content_type", MERGE_PATCH)
-        return self._call("PATCH", path, params, "object", options, body=body)
-
-
 _WORKLOADS = {
     "deployment": "deployments",
     "stateful_set": "statefulsets",
@@ -287,3 +203,110 @@ class AppsV1(_Calls):
         self, name: str, namespace: str, body: Any, **options: Any
     ) -> Any:
         return self._patch("daemon_set", name, namespace, body, options)
+
+
+class CustomObjects(_Calls):
+    """The custom-object calls of ``k8s.gateway`` and the HikyoSecret/HikyoInstance watches, as
+    ``CustomObjectsApi`` names them: answers are plain dicts (its "object" type), lists may be
+    read raw (``_preload_content=False``) and streamed by ``kubernetes.watch``."""
+
+    def get_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+        params = _params(group, version, plural, namespace=namespace, name=name)
+        return self._call("GET", path, params, "object", options)
+
+    def get_cluster_custom_object(
+        self, group: str, version: str, plural: str, name: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/{plural}/{name}"
+        return self._call(
+            "GET", path, _params(group, version, plural, name=name), "object", options
+        )
+
+    def list_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+        params = _params(group, version, plural, namespace=namespace)
+        return self._call("GET", path, params, "object", options, list_call=True)
+
+    def list_cluster_custom_object(
+        self, group: str, version: str, plural: str, **options: Any
+    ) -> Any:
+        path = "/apis/{group}/{version}/{plural}"
+        params = _params(group, version, plural)
+        return self._call("GET", path, params, "object", options, list_call=True)
+
+    def patch_namespaced_custom_object(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        body: Any,
+        **options: Any,
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+        params = _params(group, version, plural, namespace=namespace, name=name)
+        return self._call(
+            "PATCH", path, params, "object", options, body=body, patch_types=CUSTOM_PATCH_TYPES
+        )
+
+    def patch_namespaced_custom_object_status(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        body: Any,
+        **options: Any,
+    ) -> Any:
+        path = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status"
+        params = _params(group, version, plural, namespace=namespace, name=name)
+        return self._call(
+            "PATCH", path, params, "object", options, body=body, patch_types=CUSTOM_PATCH_TYPES
+        )
+
+
+def _params(group: str, version: str, plural: str, **more: str) -> dict[str, str]:
+    return {"group": group, "version": version, "plural": plural, **more}
+
+
+class CoordinationV1(_Calls):
+    """The Lease calls of ``k8s.leader`` and ``k8s.gateway``, as ``CoordinationV1Api`` names
+    them (``V1Lease`` models back)."""
+
+    def read_namespaced_lease(self, name: str, namespace: str, **options: Any) -> client.V1Lease:
+        path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        return self._call("GET", path, {"name": name, "namespace": namespace}, "V1Lease", options)
+
+    def replace_namespaced_lease(
+        self, name: str, namespace: str, body: Any, **options: Any
+    ) -> client.V1Lease:
+        path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        params = {"name": name, "namespace": namespace}
+        return self._call("PUT", path, params, "V1Lease", options, body=body)
+
+    def create_namespaced_lease(self, namespace: str, body: Any, **options: Any) -> client.V1Lease:
+        path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        return self._call("POST", path, {"namespace": namespace}, "V1Lease", options, body=body)
+
+
+class AuthorizationV1(_Calls):
+    """S4.15's access review, as ``AuthorizationV1Api`` names it."""
+
+    def create_self_subject_access_review(self, body: Any, **options: Any) -> Any:
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        return self._call("POST", path, {}, "V1SelfSubjectAccessReview", options, body=body)
+
+
+class ApiextensionsV1(_Calls):
+    """S8.7's CRD read, as ``ApiextensionsV1Api`` names it (``k8s.served_crds`` reads it raw)."""
+
+    def read_custom_resource_definition(self, name: str, **options: Any) -> Any:
+        path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        return self._call("GET", path, {"name": name}, "V1CustomResourceDefinition", options)

@@ -6,6 +6,10 @@ lists are reported as DELETED so nothing is missed across a 410: with their last
 (no spec or status), since the watcher keeps no second copy of each object beside the router's.
 Lists are read in pages of ``LIST_PAGE_SIZE`` so a relist at thousands of objects never holds
 the whole list in memory at once.
+
+What the watcher keeps per object is one tuple (``Tombstone``), sharing its strings with the
+previous one for the object and, for namespaces, apiVersion and kind, with all others: at 5,000
+HikyoSecrets two dicts per object cost ~2 MiB more (issue 13, S9.6).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client, watch
 
@@ -26,7 +31,9 @@ OnEvent = Callable[[str, dict[str, Any], bool], None]
 # Short server-side timeouts let a stopped watcher (lost leadership) notice within a minute.
 WATCH_TIMEOUT_SECONDS = 60
 RECONNECT_MIN, RECONNECT_MAX = 0.5, 30.0
-LIST_PAGE_SIZE = 500
+# A page of 500 HikyoSecrets parsed is ~6 MiB of dicts (managedFields, conditions), held while
+# each item is routed; 100 keeps that transient near 1 MiB for a few more LIST requests.
+LIST_PAGE_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class Watcher(threading.Thread):
         self.stop_event = stop
         self.timeout_seconds = timeout_seconds
         self.page_size = page_size
-        self.known: dict[str, dict[str, Any]] = {}  # uid -> tombstone(last object seen)
+        self.known: dict[str, Tombstone] = {}  # uid -> the last object seen, reduced
         self.synced = threading.Event()  # set after the first complete list
         self.relists = 0
 
@@ -97,7 +104,7 @@ class Watcher(threading.Thread):
                 resource_version = None  # relist: we may have missed events
 
     def _relist(self) -> str:
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[str, Tombstone] = {}
         continue_token: str | None = None
         while True:
             paging: dict[str, Any] = {"limit": self.page_size}
@@ -108,7 +115,9 @@ class Watcher(threading.Thread):
             kind = body.get("kind", "").removesuffix("List")
             for item in body.get("items") or []:
                 item.setdefault("kind", kind)
-                seen[item["metadata"]["uid"]] = tombstone(item)
+                uid = item["metadata"]["uid"]
+                remembered = Tombstone.of(item, self.known.get(uid))
+                seen[uid] = remembered
                 self.on_event("ADDED", item, True)
             metadata = body["metadata"]
             continue_token = metadata.get("continue")
@@ -116,7 +125,7 @@ class Watcher(threading.Thread):
                 break  # the last page's resourceVersion is the whole list's (one snapshot)
         for uid, gone in list(self.known.items()):
             if uid not in seen:
-                self.on_event("DELETED", gone, True)
+                self.on_event("DELETED", gone.as_object(), True)
         self.known = seen
         self.relists += 1
         self.synced.set()
@@ -150,7 +159,7 @@ class Watcher(threading.Thread):
                 if kind == "DELETED":
                     self.known.pop(uid, None)
                 else:
-                    self.known[uid] = tombstone(obj)
+                    self.known[uid] = Tombstone.of(obj, self.known.get(uid))
                 self.on_event(kind, obj, False)
         finally:
             stream.stop()
@@ -158,17 +167,59 @@ class Watcher(threading.Thread):
 
 
 TOMBSTONE_METADATA = ("name", "namespace", "uid", "resourceVersion", "annotations")
+_ABSENT: Any = object()  # a field the object did not have
 
 
-def tombstone(obj: dict[str, Any]) -> dict[str, Any]:
+def _interned(value: Any) -> Any:
+    # A few distinct values repeated across objects: a parsed list holds a copy per object.
+    return sys.intern(value) if type(value) is str else value
+
+
+def _same(value: Any, previous: Any) -> Any:
+    """``previous`` when equal: its string is the one the router's key already holds."""
+    return previous if value == previous else value
+
+
+class Tombstone(NamedTuple):
     """What a DELETED event for a vanished object carries: kind, apiVersion and the metadata
     the routers read (names, uid, annotations), never spec, status or managedFields."""
-    metadata = {k: obj["metadata"][k] for k in TOMBSTONE_METADATA if k in obj["metadata"]}
-    kept = {"metadata": metadata}
-    for field in ("apiVersion", "kind"):
-        if field in obj:
-            kept[field] = obj[field]
-    return kept
+
+    name: Any
+    namespace: Any
+    uid: Any
+    resource_version: Any
+    annotations: Any
+    api_version: Any
+    kind: Any
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], previous: Tombstone | None = None) -> Tombstone:
+        metadata = obj["metadata"]
+        name, uid = metadata.get("name", _ABSENT), metadata.get("uid", _ABSENT)
+        if previous is not None:
+            name, uid = _same(name, previous.name), _same(uid, previous.uid)
+        return cls(
+            name,
+            _interned(metadata.get("namespace", _ABSENT)),
+            uid,
+            metadata.get("resourceVersion", _ABSENT),
+            metadata.get("annotations", _ABSENT),
+            _interned(obj.get("apiVersion", _ABSENT)),
+            _interned(obj.get("kind", _ABSENT)),
+        )
+
+    def as_object(self) -> dict[str, Any]:
+        """The tombstone as the object dict a DELETED event hands to ``on_event``."""
+        values = (self.name, self.namespace, self.uid, self.resource_version, self.annotations)
+        kept: dict[str, Any] = {
+            "metadata": {
+                k: v for k, v in zip(TOMBSTONE_METADATA, values, strict=True) if v is not _ABSENT
+            }
+        }
+        for field, value in (("apiVersion", self.api_version), ("kind", self.kind)):
+            if value is not _ABSENT:
+                kept[field] = value
+        return kept
 
 
 def _json(response: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from k8s.errors import describe
 from k8s.gateway import GROUP, INSTANCES_PLURAL, SECRETS_PLURAL, VERSION
 from k8s.leader import LeaderElector
 from k8s.served_crds import read_crds
-from k8s.slim_api import AppsV1
+from k8s.slim_api import AppsV1, CustomObjects
 from k8s.watch import Resource, Watcher
 from k8s.watch_cache import WatchedReads, chain
 
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # The workload watches, by the slim client's method name, with the kind each one feeds.
 WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemon_set": DAEMON_SET}
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
+EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
 
 CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
 # While a check fails, look again sooner: S8.7 holds every reconcile until one passes, and a
@@ -133,8 +134,11 @@ class OperatorProcess:
         self.send_report = send_report
         # Reports run beside reconciles, never in their way (S7.4).
         self._report_pool = (
-            ThreadPoolExecutor(2, thread_name_prefix="report") if send_report is None else None
+            ThreadPoolExecutor(EMBEDDED_REPORTERS, thread_name_prefix="report")
+            if send_report is None
+            else None
         )
+        self._reports_in_flight = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -242,6 +246,7 @@ class OperatorProcess:
                 self.runtime.reports,
                 self._submit_report,
                 leading,
+                capacity=self._report_capacity,
                 on_store_lost=router.reschedule_reports,
                 what="report-queue",
             )
@@ -259,8 +264,8 @@ class OperatorProcess:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
         or everywhere, each with its handler and the watch cache it feeds ("" for none).
         Secrets are never watched (S4.1.1)."""
-        custom = client.CustomObjectsApi(self.api_client)
-        apps = AppsV1(self.api_client)  # not client.AppsV1Api: see k8s.slim_api
+        # not client.CustomObjectsApi / client.AppsV1Api: see k8s.slim_api
+        custom, apps = CustomObjects(self.api_client), AppsV1(self.api_client)
         settings = self.runtime.settings
         resources = [
             (
@@ -318,11 +323,23 @@ class OperatorProcess:
         future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
         future.add_done_callback(self._done)
 
+    def _report_capacity(self) -> int:
+        """Embedded: only as many reports as the pool runs at once leave the queue. A due key
+        taken beyond them would wait in the executor's own queue (a Future each: at thousands
+        of CRs their heartbeats come due together) and count as dispatched all that time."""
+        if self._report_pool is None:
+            return 100
+        with self._in_flight_lock:
+            return EMBEDDED_REPORTERS - self._reports_in_flight
+
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
             self.send_report(ticket)
         elif self._report_pool is not None:
-            self._report_pool.submit(run_report, self.runtime, ticket.key)
+            with self._in_flight_lock:
+                self._reports_in_flight += 1
+            future = self._report_pool.submit(run_report, self.runtime, ticket.key)
+            future.add_done_callback(self._report_done)
 
     def _waiting(self) -> str:
         """How many keys the S8.7 hold keeps waiting, for /readyz; a store error never fails it."""
@@ -352,6 +369,13 @@ class OperatorProcess:
             self._pool.submit(run_rollout_evaluation, self.runtime, key)
         else:
             run_rollout_evaluation(self.runtime, key)
+
+    def _report_done(self, _future: Any) -> None:
+        with self._in_flight_lock:
+            self._reports_in_flight -= 1
+        dispatcher = self.report_dispatcher
+        if dispatcher is not None:
+            dispatcher.wake()
 
     def _done(self, _future: Any) -> None:
         with self._in_flight_lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -52,23 +53,44 @@ class _Seen:
     lifecycle: str  # status.lifecycle, "Unreconciled" when absent
 
 
-def _seen(obj: dict[str, Any]) -> _Seen:
+def _seen(obj: dict[str, Any], previous: _Seen | None = None) -> _Seen:
+    """One CR as the router keeps it. The previous key object is reused and the strings that
+    repeat across CRs (namespace, instance, lifecycle, finalizers) are interned: the router and
+    both queues hold one key per CR, and at 5,000 CRs a fresh copy of each string per watch
+    event added up (issue 13, S9.6)."""
     metadata = obj["metadata"]
     spec = obj.get("spec") or {}
+    key = ObjectKey(_interned(metadata["namespace"]), metadata["name"], metadata["uid"])
+    if previous is not None and previous.key == key:
+        key = previous.key
     return _Seen(
-        key=ObjectKey(metadata["namespace"], metadata["name"], metadata["uid"]),
+        key=key,
         generation=int(metadata.get("generation") or 0),
         deleting=bool(metadata.get("deletionTimestamp")),
-        finalizers=tuple(metadata.get("finalizers") or ()),
-        instance=(spec.get("instanceRef") or {}).get("name", ""),
+        finalizers=_finalizers(metadata.get("finalizers")),
+        instance=_interned((spec.get("instanceRef") or {}).get("name", "")),
         target=(spec.get("target") or {}).get("name", ""),
         healthy=is_healthy(obj),
         observed=(obj.get("status") or {}).get("observedGeneration")
         == obj["metadata"].get("generation"),
         resync=_resync_of(obj),
         forced=requested_value(obj),
-        lifecycle=str((obj.get("status") or {}).get("lifecycle") or UNRECONCILED),
+        lifecycle=_interned(str((obj.get("status") or {}).get("lifecycle") or UNRECONCILED)),
     )
+
+
+def _interned(value: Any) -> Any:
+    return sys.intern(value) if type(value) is str else value
+
+
+_FINALIZER_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}  # the few distinct lists, shared
+
+
+def _finalizers(listed: Any) -> tuple[str, ...]:
+    finalizers = tuple(_interned(name) for name in listed or ())
+    if len(_FINALIZER_LISTS) < 64:  # bounded: CRs with many different lists keep their own
+        return _FINALIZER_LISTS.setdefault(finalizers, finalizers)
+    return _FINALIZER_LISTS.get(finalizers, finalizers)
 
 
 def is_healthy(obj: dict[str, Any]) -> bool:
@@ -127,7 +149,8 @@ class EventRouter:
                     metadata["name"],
                 )
             return
-        current = _seen(obj)
+        with self._lock:
+            current = _seen(obj, self._crs.get(metadata["uid"]))
         log.debug(
             "%s %s generation=%s observed=%s initial=%s",
             kind,

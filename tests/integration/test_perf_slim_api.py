@@ -1,6 +1,7 @@
-"""k8s.slim_api answers as the generated CoreV1Api/AppsV1Api do (issue 13: the operator no
-longer instantiates those classes), and k8s.watch lists in pages and keeps only tombstones, on
-a real kube-apiserver: same models, same errors, same requests (URL, query, content types)."""
+"""k8s.slim_api answers as the generated CoreV1Api, AppsV1Api, CustomObjectsApi,
+CoordinationV1Api, AuthorizationV1Api and ApiextensionsV1Api do (issue 13: the operator no
+longer imports those classes), and k8s.watch lists in pages and keeps only tombstones, on a
+real kube-apiserver: same models, same errors, same requests (URL, query, content types)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import base64
 import json
 import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -16,9 +20,16 @@ from kubernetes.client.exceptions import ApiException
 from k8s import gateway
 from k8s.errors import Invalid
 from k8s.gateway import KubeCluster
-from k8s.slim_api import AppsV1, CoreV1, CustomObjects
+from k8s.slim_api import (
+    ApiextensionsV1,
+    AppsV1,
+    AuthorizationV1,
+    CoordinationV1,
+    CoreV1,
+    CustomObjects,
+)
 from k8s.watch import Resource, Watcher
-from tests.support.factories import GROUP, VERSION, make_hikyosecret
+from tests.support.factories import GROUP, VERSION, make_hikyoinstance, make_hikyosecret
 from tests.support.waiting import wait_for
 from workers.engine.stamp_root import stamped_in_reach
 
@@ -270,3 +281,213 @@ def test_the_reach_list_is_paged_and_keeps_what_s6_3_reads(
         f"{namespace}/app-2",
         f"{namespace}/app-4",
     ]
+
+
+@contextmanager
+def _requests(api_client: client.ApiClient) -> Iterator[list[tuple[Any, ...]]]:
+    """What reaches the REST layer: method, URL, Accept, Content-Type, body."""
+    seen: list[tuple[Any, ...]] = []
+    rest = api_client.rest_client
+    send = rest.request
+
+    def recording(method: str, url: str, headers: Any = None, body: Any = None, **kw: Any) -> Any:
+        headers = headers or {}
+        seen.append((method, url, headers.get("Accept"), headers.get("Content-Type"), body))
+        return send(method, url, headers=headers, body=body, **kw)
+
+    rest.request = recording
+    try:
+        yield seen
+    finally:
+        rest.request = send
+
+
+def _same_call(api_client: client.ApiClient, slim: Callable[[], Any], full: Callable[[], Any]):
+    """Both answers, after asserting both calls sent the same request."""
+    with _requests(api_client) as slim_sent:
+        slim_answer = slim()
+    with _requests(api_client) as full_sent:
+        full_answer = full()
+    assert slim_sent == full_sent
+    return slim_answer, full_answer
+
+
+def test_custom_object_calls_send_and_answer_as_the_generated_client(api_client, crds, namespace):
+    slim, full = CustomObjects(api_client), client.CustomObjectsApi(api_client)
+    full.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret("app-0")
+    )
+    instance = f"slim-{uuid.uuid4().hex[:8]}"
+    full.create_cluster_custom_object(
+        GROUP, VERSION, "hikyoinstances", make_hikyoinstance(instance)
+    )
+    try:
+        got, expected = _same_call(
+            api_client,
+            lambda: slim.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0"
+            ),
+            lambda: full.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0"
+            ),
+        )
+        assert isinstance(got, dict) and got == expected
+        got, expected = _same_call(
+            api_client,
+            lambda: slim.get_cluster_custom_object(GROUP, VERSION, "hikyoinstances", instance),
+            lambda: full.get_cluster_custom_object(GROUP, VERSION, "hikyoinstances", instance),
+        )
+        assert got == expected and got["metadata"]["name"] == instance
+        selector = {"field_selector": "spec.target.name=app-env", "limit": 5}
+        got, expected = _same_call(
+            api_client,
+            lambda: slim.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", **selector
+            ),
+            lambda: full.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", **selector
+            ),
+        )
+        assert [i["metadata"]["name"] for i in got["items"]] == ["app-0"]
+        assert got["items"] == expected["items"]
+        raw, _ = _same_call(
+            api_client,
+            lambda: slim.list_cluster_custom_object(
+                GROUP, VERSION, "hikyoinstances", limit=1, _preload_content=False
+            ),
+            lambda: full.list_cluster_custom_object(
+                GROUP, VERSION, "hikyoinstances", limit=1, _preload_content=False
+            ),
+        )
+        assert len(json.loads(raw.data)["items"]) == 1
+        patch = {"metadata": {"annotations": {"probe": "slim"}}}
+        got, expected = _same_call(
+            api_client,
+            lambda: slim.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0", patch
+            ),
+            lambda: full.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0", patch
+            ),
+        )
+        assert got["metadata"]["annotations"] == {"probe": "slim"}
+        status = {"status": {"lifecycle": "Synced"}}
+        got, expected = _same_call(
+            api_client,
+            lambda: slim.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0", status
+            ),
+            lambda: full.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0", status
+            ),
+        )
+        assert got["status"] == expected["status"] == {"lifecycle": "Synced"}
+        with pytest.raises(ApiException) as missing:
+            slim.get_namespaced_custom_object(GROUP, VERSION, namespace, "hikyosecrets", "gone")
+        assert missing.value.status == 404
+        stale = {"metadata": {"resourceVersion": "1"}, "status": {"lifecycle": "Failed"}}
+        with pytest.raises(ApiException) as conflict:
+            slim.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "hikyosecrets", "app-0", stale
+            )
+        assert conflict.value.status == 409
+    finally:
+        full.delete_cluster_custom_object(GROUP, VERSION, "hikyoinstances", instance)
+
+
+def test_a_watch_streams_through_the_slim_custom_object_list(api_client, crds, namespace):
+    slim, full = CustomObjects(api_client), client.CustomObjectsApi(api_client)
+    full.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret("app-0")
+    )
+    events: list[tuple[str, str]] = []
+    stop = threading.Event()
+    watcher = Watcher(
+        api_client,
+        Resource(
+            "hikyosecrets",
+            slim.list_namespaced_custom_object,
+            (GROUP, VERSION, namespace, "hikyosecrets"),
+        ),
+        lambda kind, obj, initial: events.append((kind, obj["metadata"]["name"])),
+        stop,
+    )
+    watcher.start()
+    try:
+        wait_for(watcher.synced.is_set, timeout=30, interval=0.1, what="the first list")
+        assert events == [("ADDED", "app-0")]
+        full.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "hikyosecrets", make_hikyosecret("app-1")
+        )
+        wait_for(lambda: ("ADDED", "app-1") in events, timeout=30, interval=0.1, what="ADDED")
+        full.delete_namespaced_custom_object(GROUP, VERSION, namespace, "hikyosecrets", "app-1")
+        wait_for(lambda: ("DELETED", "app-1") in events, timeout=30, interval=0.1, what="DELETED")
+    finally:
+        stop.set()
+        watcher.join(timeout=90)
+
+
+def test_lease_access_review_and_crd_calls_send_and_answer_as_the_generated_client(
+    api_client, crds, namespace
+):
+    slim, full = CoordinationV1(api_client), client.CoordinationV1Api(api_client)
+    lease = client.V1Lease(
+        metadata=client.V1ObjectMeta(name="probe"),
+        spec=client.V1LeaseSpec(holder_identity="me", lease_duration_seconds=15),
+    )
+    created = slim.create_namespaced_lease(namespace, lease)
+    assert isinstance(created, client.V1Lease) and created.spec.holder_identity == "me"
+    got, expected = _same_call(
+        api_client,
+        lambda: slim.read_namespaced_lease("probe", namespace),
+        lambda: full.read_namespaced_lease("probe", namespace),
+    )
+    assert api_client.sanitize_for_serialization(got) == (
+        api_client.sanitize_for_serialization(expected)
+    )
+    got.spec.holder_identity = "you"
+    replaced = slim.replace_namespaced_lease("probe", namespace, got)
+    assert isinstance(replaced, client.V1Lease) and replaced.spec.holder_identity == "you"
+    with pytest.raises(ApiException) as conflict:  # got's resourceVersion is stale now
+        slim.replace_namespaced_lease("probe", namespace, got)
+    assert conflict.value.status == 409
+    with pytest.raises(ApiException) as missing:
+        slim.read_namespaced_lease("absent", namespace)
+    assert missing.value.status == 404
+
+    review = client.V1SelfSubjectAccessReview(
+        spec=client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(
+                verb="get", group=GROUP, resource="hikyosecrets", namespace=namespace
+            )
+        )
+    )
+    got, expected = _same_call(
+        api_client,
+        lambda: AuthorizationV1(api_client).create_self_subject_access_review(review),
+        lambda: client.AuthorizationV1Api(api_client).create_self_subject_access_review(review),
+    )
+    assert isinstance(got, client.V1SelfSubjectAccessReview)
+    assert got.status.allowed is expected.status.allowed is True
+
+    name = "hikyosecrets.hikyo.dev"
+    got, expected = _same_call(
+        api_client,
+        lambda: ApiextensionsV1(api_client).read_custom_resource_definition(
+            name, _preload_content=False
+        ),
+        lambda: client.ApiextensionsV1Api(api_client).read_custom_resource_definition(
+            name, _preload_content=False
+        ),
+    )
+    assert json.loads(got.data)["metadata"]["uid"] == json.loads(expected.data)["metadata"]["uid"]
+    with pytest.raises(ApiException) as absent:
+        ApiextensionsV1(api_client).read_custom_resource_definition("absent.hikyo.dev")
+    assert absent.value.status == 404
+
+
+def test_the_gateway_and_the_leader_use_the_slim_calls(api_client):
+    cluster = KubeCluster(api_client)
+    assert isinstance(cluster.custom, CustomObjects)
+    assert isinstance(cluster.coordination, CoordinationV1)
+    assert isinstance(cluster.authorization, AuthorizationV1)

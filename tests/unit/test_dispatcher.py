@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tests.support.waiting import wait_for
+from workers import operator_process
 from workers.dispatcher import Dispatcher
 from workers.keys import ObjectKey
-from workers.queue.base import Ticket
+from workers.queue.base import Priority, Ticket
 from workers.queue.memory import MemoryQueue
 
 KEYS = [ObjectKey("ns", f"app-{n}", f"uid-{n}") for n in range(5)]
@@ -304,3 +306,44 @@ def test_it_stops_promptly_when_idle_and_dispatches_nothing_after():
     assert not dispatcher.is_alive()
     queue.add(KEYS[0])
     assert submitted == [] and queue.depth() == 1
+
+
+def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
+    """Issue 13: the embedded report pool takes only as many keys as it runs at once; the
+    others stay waiting in the report queue (not as Futures in the executor's queue)."""
+    release = threading.Event()
+    started: list[ObjectKey] = []
+
+    def blocking_report(runtime: Any, key: ObjectKey) -> None:
+        started.append(key)
+        release.wait(10)
+
+    monkeypatch.setattr(operator_process, "run_report", blocking_report)
+    runtime = SimpleNamespace(
+        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+    )
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    try:
+        assert process._report_capacity() == operator_process.EMBEDDED_REPORTERS == 2
+        for key in KEYS[:2]:
+            process._submit_report(Ticket(key, False, Priority.RESYNC))
+        _wait(lambda: len(started) == 2, "both reports running")
+        assert process._report_capacity() == 0
+        release.set()
+        _wait(lambda: process._report_capacity() == 2, "both slots free again")
+    finally:
+        release.set()
+        process.stop()
+
+
+def test_scaled_reports_are_sent_without_a_local_limit():
+    sent: list[Ticket] = []
+    runtime = SimpleNamespace(
+        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+    )
+    process = operator_process.OperatorProcess(
+        runtime, send_task=sent.append, send_report=sent.append, leader_election=False
+    )
+    process._submit_report(Ticket(KEYS[0], False, Priority.RESYNC))
+    assert sent == [Ticket(KEYS[0], False, Priority.RESYNC)] and process._report_capacity() == 100
+    process.stop()

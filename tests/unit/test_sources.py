@@ -317,3 +317,18 @@ def test_lifecycle_counts_follow_the_known_crs(router):
     }
     router.on_secret("ADDED", cr("a", observed=1, lifecycle="Refused"), False)  # a relist
     assert sum(router.lifecycle_counts().values()) == 2
+
+
+def test_a_cr_keeps_one_key_object_across_watch_events(router, queue):
+    """Issue 13: a MODIFIED event (a new parse, new strings) reuses the key the router and the
+    queue already hold, and the strings that repeat across CRs are shared."""
+    router.on_secret("ADDED", cr("app", observed=1, lifecycle="Synced"), True)
+    first = router.keys()[0]
+    router.on_secret("MODIFIED", cr("app", observed=1, lifecycle="Synced"), False)
+    router.on_secret("MODIFIED", cr("app", generation=2, observed=1, lifecycle="Synced"), False)
+    assert router.keys()[0] is first and queue.due_in(first) is not None
+    router.on_secret("ADDED", cr("web", observed=1, lifecycle="Synced"), True)
+    app, web = sorted(router.keys())
+    assert app.namespace is web.namespace
+    assert router._crs[app.uid].lifecycle is router._crs[web.uid].lifecycle
+    assert router._crs[app.uid].instance is router._crs[web.uid].instance

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workers.engine.stamp import compute_stamp, empty_content_stamp, target_key
+from workers.engine.stamp import compute_stamp, empty_content_stamp, hkdf_sha256, target_key
 
 ROOT = b"0123456789abcdef0123456789abcdef"
 KEY = target_key(ROOT, "inst-uid", "cr-uid", "app-secret")
@@ -63,3 +63,28 @@ def test_long_values_use_multibyte_varints():
 def test_root_of_wrong_length_is_refused():
     with pytest.raises(ValueError, match="32 bytes"):
         target_key(b"short", "i", "c", "t")
+
+
+def test_hkdf_is_rfc_5869_test_case_3():
+    """SHA-256, no salt, no info (RFC 5869 appendix A.3)."""
+    okm = hkdf_sha256(bytes.fromhex("0b" * 22), b"", 42)
+    assert okm.hex() == (
+        "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"
+    )
+
+
+@pytest.mark.parametrize("length", [1, 31, 32, 33, 64, 255 * 32])
+def test_hkdf_matches_the_cryptography_package(length):
+    """The stdlib derivation gives cryptography's HKDF bytes (the one the stamp used before)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    info = b"hikyo/k8s-stamp/v1|inst-uid|cr-uid|app-secret"
+    expected = HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=info).derive(ROOT)
+    assert hkdf_sha256(ROOT, info, length) == expected
+
+
+@pytest.mark.parametrize("length", [0, 255 * 32 + 1])
+def test_hkdf_refuses_lengths_outside_rfc_5869(length):
+    with pytest.raises(ValueError, match="cannot derive"):
+        hkdf_sha256(ROOT, b"", length)

@@ -10,9 +10,6 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from .framing import length_prefixed, uvarint
 
 STAMP_ROOT_BYTES = 32
@@ -25,7 +22,22 @@ def target_key(root: bytes, instance_uid: str, cr_uid: str, target_name: str) ->
     if len(root) != STAMP_ROOT_BYTES:
         raise ValueError(f"stamp root must be {STAMP_ROOT_BYTES} bytes, got {len(root)}")
     info = f"{_KEY_INFO_PREFIX}{instance_uid}|{cr_uid}|{target_name}".encode()
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(root)
+    return hkdf_sha256(root, info, 32)
+
+
+def hkdf_sha256(secret: bytes, info: bytes, length: int) -> bytes:
+    """RFC 5869 HKDF-SHA256 without salt (a zero-filled one), by hmac alone: the
+    ``cryptography`` package would cost the operator ~6 MiB of RSS for this one derivation
+    (issue 13, S9.6)."""
+    if not 0 < length <= 255 * hashlib.sha256().digest_size:
+        raise ValueError(f"HKDF-SHA256 cannot derive {length} bytes")
+    prk = hmac.new(bytes(hashlib.sha256().digest_size), secret, hashlib.sha256).digest()
+    okm, block, counter = b"", b"", 1
+    while len(okm) < length:
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        okm += block
+        counter += 1
+    return okm[:length]
 
 
 def compute_stamp(key: bytes, pairs: Mapping[str, bytes]) -> str:

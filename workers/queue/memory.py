@@ -34,7 +34,7 @@ from .base import (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Waiting:
     due: float
     priority: Priority
@@ -42,21 +42,21 @@ class _Waiting:
     seq: int  # matches the live heap entry; older entries for the key are skipped (lazy delete)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Dispatched:
     at: float
     priority: Priority
     forced: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class _Held:
     owner: str
     token: str
     expires: float
 
 
-@dataclass
+@dataclass(slots=True)
 class _Marks:
     """Triggers that arrived while the key was in flight, applied when its run finishes."""
 
