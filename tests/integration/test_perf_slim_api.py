@@ -302,6 +302,14 @@ def _requests(api_client: client.ApiClient) -> Iterator[list[tuple[Any, ...]]]:
         rest.request = send
 
 
+def _read(raw: Any) -> Any:
+    """A raw (``_preload_content=False``) answer's JSON; its connection goes back to the pool."""
+    try:
+        return json.loads(raw.data)
+    finally:
+        raw.release_conn()
+
+
 def _same_call(api_client: client.ApiClient, slim: Callable[[], Any], full: Callable[[], Any]):
     """Both answers, after asserting both calls sent the same request."""
     with _requests(api_client) as slim_sent:
@@ -350,7 +358,7 @@ def test_custom_object_calls_send_and_answer_as_the_generated_client(api_client,
         )
         assert [i["metadata"]["name"] for i in got["items"]] == ["app-0"]
         assert got["items"] == expected["items"]
-        raw, _ = _same_call(
+        raw, raw_full = _same_call(
             api_client,
             lambda: slim.list_cluster_custom_object(
                 GROUP, VERSION, "hikyoinstances", limit=1, _preload_content=False
@@ -359,7 +367,7 @@ def test_custom_object_calls_send_and_answer_as_the_generated_client(api_client,
                 GROUP, VERSION, "hikyoinstances", limit=1, _preload_content=False
             ),
         )
-        assert len(json.loads(raw.data)["items"]) == 1
+        assert len(_read(raw)["items"]) == 1 == len(_read(raw_full)["items"])
         patch = {"metadata": {"annotations": {"probe": "slim"}}}
         got, expected = _same_call(
             api_client,
@@ -480,7 +488,7 @@ def test_lease_access_review_and_crd_calls_send_and_answer_as_the_generated_clie
             name, _preload_content=False
         ),
     )
-    assert json.loads(got.data)["metadata"]["uid"] == json.loads(expected.data)["metadata"]["uid"]
+    assert _read(got)["metadata"]["uid"] == _read(expected)["metadata"]["uid"]
     with pytest.raises(ApiException) as absent:
         ApiextensionsV1(api_client).read_custom_resource_definition("absent.hikyo.dev")
     assert absent.value.status == 404
