@@ -92,6 +92,14 @@ def test_core_calls_return_the_generated_clients_models_and_errors(api_client, n
     assert (
         slim.read_namespace(namespace).metadata.uid == full.read_namespace(namespace).metadata.uid
     )
+    # The controller-manager creates the namespace's default ServiceAccount a moment after the
+    # namespace (later still on a loaded machine): wait for it rather than race it.
+    wait_for(
+        lambda: KubeCluster(api_client).get_service_account(namespace, "default") is not None,
+        timeout=30,
+        interval=0.2,
+        what="the default ServiceAccount",
+    )
     account = slim.read_namespaced_service_account("default", namespace)
     assert isinstance(account, client.V1ServiceAccount)
 
