@@ -1,7 +1,9 @@
 """The engine's ``Cluster`` port over the official client: plain data in, our errors out.
 
 Every call here is a direct API request (the Python client has no cache), so every read is the
-"uncached GET" the spec asks for. Secrets are only ever read by name: never listed or watched.
+"uncached GET" the spec asks for, except the two the leader's watches may answer (the
+HikyoInstance and the opted-in workloads, k8s.watch_cache). Secrets are only ever read by
+name: never listed or watched.
 """
 
 from __future__ import annotations
