@@ -36,8 +36,9 @@ class PerObjectManager(models.Manager):
     def prune(self, uid: str, keep: int | None = None) -> int:
         """Keeps the latest ``keep`` rows of one object; returns how many were deleted.
 
-        One DELETE (SQLite and PostgreSQL alike): it runs after every changing run, and the
-        ORM's select-then-delete cost the embedded operator ~10 % of its CPU at 1,000 CRs."""
+        One DELETE (SQLite and PostgreSQL alike): the ORM's select-then-delete cost the
+        embedded operator ~10 % of its CPU at 1,000 CRs (recording.py runs it every
+        ``PRUNE_EVERY``-th changing run of an object)."""
         keep = self.keep if keep is None else keep
         meta = self.model._meta
         quote = connections[self.db].ops.quote_name

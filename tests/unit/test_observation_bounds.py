@@ -22,7 +22,12 @@ from controlplane.observations.models import (
     StatusReport,
     TrackedObject,
 )
-from controlplane.observations.recording import forget_unchecked, record_report, record_run
+from controlplane.observations.recording import (
+    PRUNE_EVERY,
+    forget_unchecked,
+    record_report,
+    record_run,
+)
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import Event
 from workers.engine.reconcile import RunResult
@@ -59,7 +64,7 @@ def _record_flap(uid: str, n: int, at: datetime) -> None:
 
 
 def test_a_flapping_hikyosecret_keeps_only_its_latest_rows_of_each_kind():
-    total = MOST_KEPT + 25
+    total = MOST_KEPT + 3 * PRUNE_EVERY  # the last run is one that prunes
     for n in range(total):
         _record_flap("flappy", n, T0 + timedelta(seconds=n))
     for n in range(3):
@@ -83,6 +88,41 @@ def test_a_flapping_hikyosecret_keeps_only_its_latest_rows_of_each_kind():
         assert oldest == T0 + timedelta(seconds=total - keep), model.__name__
         assert model.objects.filter(uid="calm").count() == 3  # the bound is per object
     assert TrackedObject.objects.get(uid="flappy").runs_total == total  # counters keep counting
+
+
+def test_rows_are_pruned_every_few_changing_runs_so_a_table_overshoots_by_at_most_that():
+    total = KEEP_RUNS_PER_OBJECT + PRUNE_EVERY
+    for n in range(total):
+        _record_flap("flappy", n, T0 + timedelta(seconds=n))
+    assert ReconcileRun.objects.filter(uid="flappy").count() == KEEP_RUNS_PER_OBJECT
+
+    for n in range(total, total + PRUNE_EVERY - 1):  # no prune in between
+        _record_flap("flappy", n, T0 + timedelta(seconds=n))
+        kept = ReconcileRun.objects.filter(uid="flappy").count()
+        assert kept == KEEP_RUNS_PER_OBJECT + n - total + 1
+    assert (
+        EventRecord.objects.filter(uid="flappy").count() == KEEP_EVENTS_PER_OBJECT + PRUNE_EVERY - 1
+    )
+
+    _record_flap("flappy", total + PRUNE_EVERY - 1, T0 + timedelta(seconds=total + PRUNE_EVERY))
+    for model, keep in (
+        (ReconcileRun, KEEP_RUNS_PER_OBJECT),
+        (EventRecord, KEEP_EVENTS_PER_OBJECT),
+    ):
+        assert model.objects.filter(uid="flappy").count() == keep, model.__name__
+    newest = ReconcileRun.objects.filter(uid="flappy").order_by("-started_at").first()
+    assert newest is not None and newest.message == f"run {total + PRUNE_EVERY - 1}"
+
+
+def test_an_object_seen_the_first_time_gets_one_row_with_this_runs_fields():
+    _record_flap("fresh", 1, T0)
+    tracked = TrackedObject.objects.get(uid="fresh")
+    assert (tracked.runs_total, tracked.runs_unchanged, tracked.ready) == (1, 0, True)
+    assert (tracked.last_checked_at, tracked.last_changed_at) == (T0, T0)
+    assert tracked.first_seen_at is not None
+    _record_flap("fresh", 2, T0 + timedelta(seconds=1))
+    tracked = TrackedObject.objects.get(uid="fresh")
+    assert (tracked.runs_total, tracked.ready) == (2, False)
 
 
 def test_status_reports_keep_only_the_latest_per_object():
