@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -26,6 +27,7 @@ class InvalidDuration(ValueError):
     """The text is not a Go duration, or overflows one."""
 
 
+@functools.lru_cache(maxsize=64)  # a few distinct resyncIntervals, parsed at every reconcile
 def parse_go_duration(text: str) -> float:
     """Seconds for a Go duration such as ``1h30m`` or ``10000ms``; raises InvalidDuration."""
     if not text:

@@ -8,6 +8,7 @@ pre-check (S4.6.2); everything else here is an R3 failure.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +70,23 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+# One reconcile asks for the spec of the same CR dict about twenty times (each step, each
+# read); the dicts the gateway reads are never changed in place, so the last one parsed in
+# this thread answers again (issue 13: 3 % of the embedded operator's CPU).
+_last_parsed = threading.local()
+
+
 def parse_spec(cr: dict[str, Any]) -> SecretSpec:
     """Builds the SecretSpec of a CR or raises SpecInvalid naming the first broken rule."""
+    last = getattr(_last_parsed, "pair", None)
+    if last is not None and last[0] is cr:
+        return last[1]
+    parsed = _parse_spec(cr)
+    _last_parsed.pair = (cr, parsed)
+    return parsed
+
+
+def _parse_spec(cr: dict[str, Any]) -> SecretSpec:
     metadata = cr.get("metadata") or {}
     spec = cr.get("spec") or {}
     auth = spec.get("auth") or {}
