@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import heapq
 import http.client
+import itertools
+import os
 import socket
 import ssl
 import threading
@@ -58,26 +61,26 @@ class _Deadline:
     """
 
     def __init__(self, seconds: float) -> None:
-        self._expires = time.monotonic() + seconds
+        self.expires = time.monotonic() + seconds
         self._lock = threading.Lock()
         self._conn: Any = None
         self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
+        self.finished = False
         self._token: contextvars.Token[_Deadline | None] | None = None
 
     def __enter__(self) -> _Deadline:
         self._token = _current_deadline.set(self)
-        self._timer.start()
+        _watchdog().watch(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        self.finished = True
+        _watchdog().forget_one()
         if self._token is not None:
             _current_deadline.reset(self._token)
 
     def expired(self) -> bool:
-        return self.fired or time.monotonic() >= self._expires
+        return self.fired or time.monotonic() >= self.expires
 
     def attach(self, conn: Any) -> None:
         with self._lock:
@@ -86,12 +89,84 @@ class _Deadline:
         if fired:
             _shutdown(conn)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
         with self._lock:
+            if self.finished:
+                return
             self.fired = True
             conn = self._conn
         if conn is not None:
             _shutdown(conn)
+
+
+class _Watchdog:
+    """One daemon thread fires every request deadline of the process at its expiry.
+
+    A thread per request (a ``threading.Timer``) cost two thread starts per reconcile (the
+    fetch and the report, issue 13). A finished deadline stays in the heap until its
+    expiry, or until finished ones are half of it and the heap is rebuilt.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._order = itertools.count()
+        self._finished = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: _Deadline) -> None:
+        with self._changed:
+            heapq.heappush(self._heap, (deadline.expires, next(self._order), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hikyo-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+
+    def forget_one(self) -> None:
+        with self._changed:
+            self._finished += 1
+            if self._finished > 64 and self._finished * 2 > len(self._heap):
+                self._heap = [entry for entry in self._heap if not entry[2].finished]
+                heapq.heapify(self._heap)
+                self._finished = 0
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                due = self._next_due()
+            if due is not None:
+                due.fire()
+
+    def _next_due(self) -> _Deadline | None:
+        """The earliest unfinished deadline once it expires; None after a wait (a new entry,
+        or an idle minute), so the caller fires outside the lock."""
+        while self._heap and self._heap[0][2].finished:
+            heapq.heappop(self._heap)
+            self._finished = max(0, self._finished - 1)
+        if not self._heap:
+            self._changed.wait(60.0)
+            return None
+        wait = self._heap[0][0] - time.monotonic()
+        if wait > 0:
+            self._changed.wait(wait)
+            return None
+        return heapq.heappop(self._heap)[2]
+
+
+_watchdogs: list[_Watchdog] = []
+
+
+def _watchdog() -> _Watchdog:
+    if not _watchdogs:
+        _watchdogs.append(_Watchdog())
+    return _watchdogs[0]
+
+
+# A forked child (Celery's prefork pool) has no watchdog thread and maybe a lock held by a
+# thread that is gone: it starts its own.
+os.register_at_fork(after_in_child=_watchdogs.clear)
 
 
 def _shutdown(conn: Any) -> None:

@@ -7,6 +7,7 @@ The server is stdlib ``http.server`` behind ``ssl``, with certificates minted he
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import ipaddress
 import json
@@ -604,6 +605,24 @@ def test_whole_request_deadline(server, pki, app):
         result = fetch(hikyo, cursor=CANARY_CURSOR)
     assert result.outcome is Outcome.FAILED
     assert result.detail == "timeout"
+
+
+def test_request_deadlines_share_one_watchdog_thread_and_a_finished_one_never_fires():
+    """The S3.2 deadlines of many requests are kept by one thread, not one per request; a
+    request that finished before its deadline is never cut off afterwards."""
+    from hikyo.transport import _Deadline
+
+    with contextlib.ExitStack() as open_requests:
+        deadlines = [open_requests.enter_context(_Deadline(30.0)) for _ in range(20)]
+        watchers = [t for t in threading.enumerate() if t.name == "hikyo-deadlines"]
+        assert len(watchers) == 1
+    assert all(d.finished and not d.fired for d in deadlines)
+    finished = deadlines[0]
+    finished.fire()  # what the watchdog does at expiry
+    assert not finished.fired and not finished.expired()
+    with _Deadline(30.0) as live:
+        live.fire()
+        assert live.fired and live.expired()
 
 
 def test_handshake_timeout(pki):
