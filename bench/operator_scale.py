@@ -112,6 +112,29 @@ def _counts(env: dict[str, str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU the process has used so far (/proc/PID/stat), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the command's ")": state is field 3, utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent not idle (the first line of /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _component_cpu(cluster: Any) -> dict[str, float]:
+    """CPU seconds so far of each control-plane process (etcd, kube-apiserver, ...)."""
+    found = {c.name: cpu_seconds(c.pid) for c in cluster.components if c.pid is not None}
+    return {name: seconds for name, seconds in found.items() if seconds is not None}
+
+
 def run(
     count: int, qps: float, browse: bool, with_floor: bool, cleanup: contextlib.ExitStack
 ) -> dict:
@@ -147,6 +170,8 @@ def run(
     cleanup.callback(operator.stop)
     requests_before, fetches_before = _apiserver_requests(api), len(hikyo.requests)
     handshakes_before = handshakes.count
+    machine_before = machine_busy_seconds()
+    components_before = _component_cpu(cluster)
     started = time.monotonic()
     leader = operator.start_leader()  # waits for /healthz
     sampler = dashboard.Sampler(leader.pid)
@@ -162,6 +187,9 @@ def run(
     wait_for(all_ready, timeout=READY_TIMEOUT, interval=0.5, what="every CR Ready")
     p1 = time.monotonic() - started
     after = sampler.sample()
+    cpu = cpu_seconds(leader.pid)
+    machine_busy = machine_busy_seconds() - machine_before
+    components = _component_cpu(cluster)
     requests = _apiserver_requests(api) - requests_before
     requests["hikyosecrets LIST"] -= len(progress)  # this bench's own polls
     answered = hikyo.requests[fetches_before:]
@@ -186,6 +214,15 @@ def run(
         "apiserver_requests": sum(requests.values()),
         "apiserver_requests_per_cr": round(sum(requests.values()) / count, 2),
         "apiserver_by_resource_verb": dict(sorted(requests.items())),
+        "operator_cpu_seconds": None if cpu is None else round(cpu, 1),
+        "operator_cpu_ms_per_cr": None if cpu is None else round(cpu * 1000 / count, 1),
+        # every process on the machine (apiserver, etcd, devserver, this bench): how many of
+        # the cores were busy on average while the operator worked
+        "machine_busy_cores": round(machine_busy / p1, 2),
+        "control_plane_cpu_seconds": {
+            name: round(seconds - components_before.get(name, 0.0), 1)
+            for name, seconds in components.items()
+        },
         "rss_at_all_ready_mib": dashboard._mib(after["VmRSS"]),
         "vmhwm_at_all_ready_mib": dashboard._mib(after["VmHWM"]),
     }
@@ -219,7 +256,18 @@ def run(
     sampler.stop()
     operator.stop()
     if with_floor:
-        floors = [floor(api, hikyo, world, threads) for threads in (1, 8)]
+        floors = []
+        for threads in (1, 8):
+            machine_before, components_before = machine_busy_seconds(), _component_cpu(cluster)
+            measured = floor(api, hikyo, world, threads)
+            measured["machine_busy_cores"] = round(
+                (machine_busy_seconds() - machine_before) / measured["seconds"], 2
+            )
+            measured["control_plane_cpu_seconds"] = {
+                name: round(seconds - components_before.get(name, 0.0), 1)
+                for name, seconds in _component_cpu(cluster).items()
+            }
+            floors.append(measured)
         report["floor"] = floors
         report["p1_ratio_to_floor"] = {
             f"{f['threads']}_thread": round(p1 / f["seconds"], 2) for f in floors
