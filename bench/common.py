@@ -1,7 +1,9 @@
-"""What the benchmarks share: the objects they create and the memory they read from /proc."""
+"""What the benchmarks share: the objects they create and the memory and CPU they read from
+/proc."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +65,28 @@ def status_kib(pid: int, keys: tuple[str, ...] = ("VmRSS", "VmHWM")) -> dict[str
         if key in keys:
             found[key] = int(rest.split()[0])
     return found
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (the state first), None once
+    gone. The command name in parentheses may hold spaces; the fields after it do not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU the process has used so far, None once it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    # utime and stime are the stat file's fields 14 and 15 (11 and 12 after the command)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent not idle (the first line of /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bench.common import status_kib
+from bench.common import stat_fields, status_kib
 
 SAMPLE_SECONDS = 0.5
 
@@ -18,13 +18,9 @@ def parent_pids() -> dict[int, int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # The command name in parentheses may hold spaces; the fields after it do not.
-        fields = stat.rsplit(")", 1)[1].split()
-        parents[int(entry.name)] = int(fields[1])
+        fields = stat_fields(int(entry.name))
+        if fields is not None:  # else gone meanwhile
+            parents[int(entry.name)] = int(fields[1])
     return parents
 
 

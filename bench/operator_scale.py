@@ -45,6 +45,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 import dashboard_memory as dashboard  # noqa: E402
 
 from bench.apiserver import request_counts  # noqa: E402
+from bench.common import cpu_seconds, machine_busy_seconds  # noqa: E402
 from bench.world import KEYS, NAMESPACES, create_world, floor, ready_count  # noqa: E402
 
 READY_TIMEOUT = 1800.0
@@ -112,27 +113,22 @@ def _counts(env: dict[str, str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU the process has used so far (/proc/PID/stat), None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # After the command's ")": state is field 3, utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has spent not idle (the first line of /proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _component_cpu(cluster: Any) -> dict[str, float]:
-    """CPU seconds so far of each control-plane process (etcd, kube-apiserver, ...)."""
+def _cpu_now(cluster: Any) -> tuple[float, dict[str, float]]:
+    """The machine's busy CPU seconds and each control-plane process's (etcd, apiserver, ...)."""
     found = {c.name: cpu_seconds(c.pid) for c in cluster.components if c.pid is not None}
-    return {name: seconds for name, seconds in found.items() if seconds is not None}
+    return machine_busy_seconds(), {n: sec for n, sec in found.items() if sec is not None}
+
+
+def _cpu_since(cluster: Any, before: tuple[float, dict[str, float]], seconds: float) -> dict:
+    """How many cores the machine kept busy over ``seconds`` since ``before`` (every process:
+    apiserver, etcd, devserver, this bench) and each control-plane process's CPU seconds."""
+    machine, components = _cpu_now(cluster)
+    return {
+        "machine_busy_cores": round((machine - before[0]) / seconds, 2),
+        "control_plane_cpu_seconds": {
+            name: round(sec - before[1].get(name, 0.0), 1) for name, sec in components.items()
+        },
+    }
 
 
 def run(
@@ -170,8 +166,7 @@ def run(
     cleanup.callback(operator.stop)
     requests_before, fetches_before = _apiserver_requests(api), len(hikyo.requests)
     handshakes_before = handshakes.count
-    machine_before = machine_busy_seconds()
-    components_before = _component_cpu(cluster)
+    cpu_before = _cpu_now(cluster)
     started = time.monotonic()
     leader = operator.start_leader()  # waits for /healthz
     sampler = dashboard.Sampler(leader.pid)
@@ -188,8 +183,7 @@ def run(
     p1 = time.monotonic() - started
     after = sampler.sample()
     cpu = cpu_seconds(leader.pid)
-    machine_busy = machine_busy_seconds() - machine_before
-    components = _component_cpu(cluster)
+    machine_cpu = _cpu_since(cluster, cpu_before, p1)
     requests = _apiserver_requests(api) - requests_before
     requests["hikyosecrets LIST"] -= len(progress)  # this bench's own polls
     answered = hikyo.requests[fetches_before:]
@@ -216,13 +210,7 @@ def run(
         "apiserver_by_resource_verb": dict(sorted(requests.items())),
         "operator_cpu_seconds": None if cpu is None else round(cpu, 1),
         "operator_cpu_ms_per_cr": None if cpu is None else round(cpu * 1000 / count, 1),
-        # every process on the machine (apiserver, etcd, devserver, this bench): how many of
-        # the cores were busy on average while the operator worked
-        "machine_busy_cores": round(machine_busy / p1, 2),
-        "control_plane_cpu_seconds": {
-            name: round(seconds - components_before.get(name, 0.0), 1)
-            for name, seconds in components.items()
-        },
+        **machine_cpu,
         "rss_at_all_ready_mib": dashboard._mib(after["VmRSS"]),
         "vmhwm_at_all_ready_mib": dashboard._mib(after["VmHWM"]),
     }
@@ -258,16 +246,9 @@ def run(
     if with_floor:
         floors = []
         for threads in (1, 8):
-            machine_before, components_before = machine_busy_seconds(), _component_cpu(cluster)
+            before = _cpu_now(cluster)
             measured = floor(api, hikyo, world, threads)
-            measured["machine_busy_cores"] = round(
-                (machine_busy_seconds() - machine_before) / measured["seconds"], 2
-            )
-            measured["control_plane_cpu_seconds"] = {
-                name: round(seconds - components_before.get(name, 0.0), 1)
-                for name, seconds in _component_cpu(cluster).items()
-            }
-            floors.append(measured)
+            floors.append({**measured, **_cpu_since(cluster, before, measured["seconds"])})
         report["floor"] = floors
         report["p1_ratio_to_floor"] = {
             f"{f['threads']}_thread": round(p1 / f["seconds"], 2) for f in floors

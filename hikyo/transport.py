@@ -70,12 +70,12 @@ class _Deadline:
 
     def __enter__(self) -> _Deadline:
         self._token = _current_deadline.set(self)
-        _watchdog().watch(self)
+        _watchdog.watch(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.finished = True
-        _watchdog().forget_one()
+        _watchdog.forget_one()
         if self._token is not None:
             _current_deadline.reset(self._token)
 
@@ -155,18 +155,17 @@ class _Watchdog:
         return heapq.heappop(self._heap)[2]
 
 
-_watchdogs: list[_Watchdog] = []
+_watchdog = _Watchdog()  # its thread starts with the first request
 
 
-def _watchdog() -> _Watchdog:
-    if not _watchdogs:
-        _watchdogs.append(_Watchdog())
-    return _watchdogs[0]
+def _new_watchdog() -> None:
+    global _watchdog
+    _watchdog = _Watchdog()
 
 
 # A forked child (Celery's prefork pool) has no watchdog thread and maybe a lock held by a
 # thread that is gone: it starts its own.
-os.register_at_fork(after_in_child=_watchdogs.clear)
+os.register_at_fork(after_in_child=_new_watchdog)
 
 
 def _shutdown(conn: Any) -> None:

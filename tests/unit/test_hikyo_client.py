@@ -625,6 +625,25 @@ def test_request_deadlines_share_one_watchdog_thread_and_a_finished_one_never_fi
         assert live.fired and live.expired()
 
 
+def test_the_watchdog_shuts_an_expired_requests_socket_down():
+    """S3.2: at the deadline the watchdog shuts down the socket the request reads from, which
+    wakes a read blocked on it (a peer that sends nothing more)."""
+    from hikyo.transport import _Deadline
+    from tests.support.waiting import wait_for
+
+    ours, peer = socket.socketpair()
+    with ours, peer:
+
+        class Connection:
+            sock = ours
+
+        with _Deadline(0.2) as deadline:
+            deadline.attach(Connection())
+            ours.settimeout(10.0)
+            assert ours.recv(1) == b""  # woken by the shutdown, well before the 10 s timeout
+            assert wait_for(lambda: deadline.fired, timeout=5, what="the deadline fired")
+
+
 def test_handshake_timeout(pki):
     """S3.2: a peer that accepts TCP but never speaks TLS is cut off by the handshake bound."""
     with socket.create_server(("127.0.0.1", 0)) as listener:

@@ -114,7 +114,7 @@ def test_rows_are_pruned_every_few_changing_runs_so_a_table_overshoots_by_at_mos
     assert newest is not None and newest.message == f"run {total + PRUNE_EVERY - 1}"
 
 
-def test_an_object_seen_the_first_time_gets_one_row_with_this_runs_fields():
+def test_the_first_run_of_an_object_adds_its_row_with_that_runs_fields_and_later_runs_update_it():
     _record_flap("fresh", 1, T0)
     tracked = TrackedObject.objects.get(uid="fresh")
     assert (tracked.runs_total, tracked.runs_unchanged, tracked.ready) == (1, 0, True)
@@ -123,6 +123,30 @@ def test_an_object_seen_the_first_time_gets_one_row_with_this_runs_fields():
     _record_flap("fresh", 2, T0 + timedelta(seconds=1))
     tracked = TrackedObject.objects.get(uid="fresh")
     assert (tracked.runs_total, tracked.ready) == (2, False)
+
+
+def test_a_row_added_by_another_writer_between_read_and_insert_is_updated_not_lost(monkeypatch):
+    """Scaled workers share one database: when another writer adds the object's row after
+    this run found none, the insert fails and this run's counts go onto that row."""
+    from django.db.models.query import QuerySet
+
+    _record_flap("raced", 1, T0)  # the other writer's row
+    first = QuerySet.first
+    missed = []
+
+    def first_misses_once(self):
+        if self.model is TrackedObject and not missed:
+            missed.append(True)
+            return None  # as if read before the other writer committed
+        return first(self)
+
+    monkeypatch.setattr(QuerySet, "first", first_misses_once)
+    _record_flap("raced", 2, T0 + timedelta(seconds=1))
+
+    assert missed
+    tracked = TrackedObject.objects.get(uid="raced")
+    assert (tracked.runs_total, tracked.ready) == (2, False)
+    assert ReconcileRun.objects.filter(uid="raced").count() == 2
 
 
 def test_status_reports_keep_only_the_latest_per_object():
