@@ -177,10 +177,16 @@ def test_a_service_account_token_and_events_through_the_gateway(api_client, name
 def test_workload_lists_watches_and_the_stamp_patch(api_client, namespace):
     apps, full = AppsV1(api_client), client.AppsV1Api(api_client)
     full.create_namespaced_deployment(namespace, _deployment("web"))
-    listed = apps.list_namespaced_deployment(
-        namespace, resource_version="0", _preload_content=False
-    )
-    assert [d["metadata"]["name"] for d in json.loads(listed.data)["items"]] == ["web"]
+
+    def listed_names() -> list[str]:
+        listed = apps.list_namespaced_deployment(
+            namespace, resource_version="0", _preload_content=False
+        )
+        return [d["metadata"]["name"] for d in json.loads(listed.data)["items"]]
+
+    # resourceVersion=0 is answered from the apiserver's watch cache, which may not hold the
+    # Deployment yet right after its create
+    assert wait_for(listed_names, timeout=30, interval=0.1, what="the Deployment listed") == ["web"]
     cluster = KubeCluster(api_client)
     assert [w.name for w in cluster.list_workloads(namespace)] == ["web"]
     uid = full.read_namespaced_deployment("web", namespace).metadata.uid
