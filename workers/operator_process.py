@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,6 +29,7 @@ from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
 from .queue.base import Ticket
+from .report_gate import ReportGate
 from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemon_set": DAEMON_SET}
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
 EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
+# Scaled mode: kombu's Redis transport keeps one list per priority step (0, 3, 6, 9) and a
+# worker pops them in that order; reconcile tasks carry none, which is 0, the first.
+REPORT_PRIORITY = 9
 
 CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
 # While a check fails, look again sooner: S8.7 holds every reconcile until one passes, and a
@@ -139,6 +144,7 @@ class OperatorProcess:
             else None
         )
         self._reports_in_flight = 0
+        self._report_gate = ReportGate()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -330,7 +336,11 @@ class OperatorProcess:
         if self._report_pool is None:
             return 100
         with self._in_flight_lock:
-            return EMBEDDED_REPORTERS - self._reports_in_flight
+            free = EMBEDDED_REPORTERS - self._reports_in_flight
+        # S7.4 (workers/report_gate.py): a report yields to a due reconcile. Keys the S8.7 check
+        # holds are not waiting for a slot, so they hold no report.
+        waiting = not self._crd_problem() and self.runtime.queue.due_count() > 0
+        return self._report_gate.slots(free, waiting, time.monotonic())
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
@@ -401,7 +411,8 @@ def celery_rollout_sender(key: ObjectKey) -> None:
 
 
 def celery_report_sender(ticket: Ticket) -> None:
-    """Scaled mode: a status-report task (S7), again only (namespace, name, uid)."""
+    """Scaled mode: a status-report task (S7), again only (namespace, name, uid), sent at the
+    broker's lowest priority: a worker takes every waiting reconcile before it (S7.4)."""
     from . import tasks
 
-    tasks.report_status.apply_async(args=list(ticket.key.as_args()))
+    tasks.report_status.apply_async(args=list(ticket.key.as_args()), priority=REPORT_PRIORITY)

@@ -336,6 +336,24 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
         process.stop()
 
 
+def test_embedded_reports_wait_while_a_reconcile_is_due():
+    """S7.4: a report never takes the CPU a waiting reconcile needs. While a key of the
+    reconcile queue is due, no report leaves its queue; once none is, both slots take again."""
+    runtime = SimpleNamespace(
+        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+    )
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    try:
+        runtime.queue.add(KEYS[0])
+        assert process._report_capacity() == 0
+        assert runtime.queue.take_due() and runtime.queue.due_count() == 0
+        assert process._report_capacity() == 2
+        runtime.queue.add(KEYS[1], delay=3600.0)  # waiting, but not due: holds nothing
+        assert process._report_capacity() == 2
+    finally:
+        process.stop()
+
+
 def test_scaled_reports_are_sent_without_a_local_limit():
     sent: list[Ticket] = []
     runtime = SimpleNamespace(

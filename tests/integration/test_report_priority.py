@@ -1,0 +1,63 @@
+"""S7.4 in scaled mode: a status report never delays a reconcile. The leader's report tasks go
+to the broker at its lowest priority, so a worker takes a waiting reconcile task before a report
+task sent earlier. Real Redis, the senders run_operator uses, and kombu's consumer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import redis
+from kombu import Connection
+
+from tests.support.processes import REPO
+
+SEND_REPORT_THEN_RECONCILES = """
+from workers.keys import ObjectKey
+from workers.operator_process import celery_report_sender, celery_sender
+from workers.queue.base import Priority, Ticket
+
+def ticket(name):
+    return Ticket(ObjectKey("apps", name, "uid-" + name), False, Priority.NORMAL)
+
+celery_report_sender(ticket("reported"))
+celery_sender(ticket("first"))
+celery_sender(ticket("second"))
+"""
+
+
+def test_a_waiting_reconcile_task_is_taken_before_an_earlier_report(redis_server):
+    url = redis_server.url.rsplit("/", 1)[0] + "/9"  # a database of its own
+    redis.Redis.from_url(url).flushdb()
+    env = {
+        **os.environ,
+        "HIKYO_OPERATOR_REDIS_URL": url,
+        # Scaled settings name a PostgreSQL store; sending a task never opens it.
+        "HIKYO_OPERATOR_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/unused",
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+    }
+    script = "import django; django.setup()\n" + SEND_REPORT_THEN_RECONCILES
+    sent = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert sent.returncode == 0, sent.stderr
+    taken = []
+    with Connection(url, transport_options={"socket_timeout": 10}) as connection:
+        queue = connection.SimpleQueue("celery")
+        for _ in range(3):
+            message = queue.get(timeout=10)
+            taken.append((message.headers["task"], json.loads(message.body)[0][1]))
+            message.ack()
+        queue.close()
+    assert taken == [
+        ("hikyo.reconcile", "first"),
+        ("hikyo.reconcile", "second"),
+        ("hikyo.report_status", "reported"),
+    ]
