@@ -36,6 +36,8 @@ SPEC_EDIT_TIMEOUT = 60.0
 POLL_SPEC_SECONDS = 0.1
 POLL_VALUE_SECONDS = 0.2
 EDITED_KEY = "EDITED_0"
+REPORTS_WAIT = 60.0  # after all Ready, plus 50 ms a CR, for every CR's first status report
+REPORTS_POLL_SECONDS = 0.2
 JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
 
 
@@ -190,9 +192,12 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         progress,
     )
     seconds = done - started
-    memory = fleet.memory()
     delta = request_counts(api) - before
     scraped = time.monotonic()
+    # Reports yield to reconciles (S7.4), so most are sent after the last CR is Ready: when
+    # every CR's first one has been answered is the cold start's other end.
+    reports_sent = wait_reports_sent(hikyo, seen, n, time.monotonic() + REPORTS_WAIT + n * 0.05)
+    memory = fleet.memory()
     # The bench's own requests: its LISTs and ended WATCHes, and the /metrics scrape before.
     delta[("LIST", "hikyosecrets", "")] -= tracker.lists
     delta[("WATCH", "hikyosecrets", "")] -= tracker.watches_ended_between(started, scraped)
@@ -209,6 +214,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         "n": n,
         "create_seconds": side.create_seconds,
         "seconds": round(seconds, 2),
+        "reports_sent_seconds": None if reports_sent is None else round(reports_sent - started, 2),
         "operator_up_seconds": round(up, 1),
         "workers_boot_seconds": round(workers_boot, 1) if fleet.workers else None,
         "ready_after_seconds": {
@@ -222,6 +228,24 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         "hikyo": dict(sorted(Counter(f"{r.method} {r.status}" for r in answered).items())),
         "memory": memory,
     }
+
+
+def reports_answered(hikyo: Any, seen: int) -> int:
+    """Status reports (S7.3) the devserver accepted since its ``seen``-th request."""
+    return sum(
+        1
+        for r in hikyo.requests[seen:]
+        if r.method == "POST" and r.path.endswith("/delivery/status") and r.status == 204
+    )
+
+
+def wait_reports_sent(hikyo: Any, seen: int, n: int, deadline: float) -> float | None:
+    """Monotonic time when ``n`` reports were accepted since ``seen``; None at the deadline."""
+    while reports_answered(hikyo, seen) < n:
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(REPORTS_POLL_SECONDS)
+    return time.monotonic()
 
 
 def request_table(delta: Counter[RequestKey]) -> dict[str, int]:

@@ -101,6 +101,18 @@ def results() -> dict:
                         "runs": [
                             {"mode": "embedded", "workers": 0, "seconds": 57.0},
                             {"mode": "scaled", "workers": 2, "seconds": 42.75},
+                            {
+                                "mode": "scaled",
+                                "workers": 4,
+                                "seconds": 30.0,
+                                "reports_sent_seconds": 36.5,
+                            },
+                            {
+                                "mode": "scaled",
+                                "workers": 8,
+                                "seconds": 30.0,
+                                "reports_sent_seconds": None,
+                            },
                         ],
                     }
                 ]
@@ -169,6 +181,12 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     ]
     assert by_figure[("P1 N = 1,000", "cold → all Ready, scaled, 2 workers")][2] == (
         "1.50\u00d7 / 2.85\u00d7"
+    )
+    assert by_figure[("P1 N = 1,000", "cold → all Ready, scaled, 4 workers")][0] == (
+        "30.0 s (reports all sent at 36.5 s)"
+    )
+    assert by_figure[("P1 N = 1,000", "cold → all Ready, scaled, 8 workers")][0] == (
+        "30.0 s (reports not all sent)"
     )
     p2 = "P2 N = 1,000, resync 30 s, window 33 s"
     assert by_figure[(p2, "CRs not fetched in the window")][0] == "692 of 1,000"
