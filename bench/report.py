@@ -288,8 +288,8 @@ NOTES = {
         "P3: in the P2 run, under its resync load. Spec edit: one CR at a time, seconds from "
         "sending the merge patch (allKeys → a mapping KEY_0 → EDITED_0) until a GET of its "
         "target (every 0.1 s) shows EDITED_0. Value: one new revision published on the "
-        "devserver (every value changed), seconds until a GET of each sampled target (each "
-        "round every 0.2 s) shows the new KEY_0. Nearest-rank p50/p99 over the samples."
+        "devserver (every value changed), seconds until a WATCH of Secrets shows each CR's "
+        "target with the new KEY_0 (every CR, not a sample). Nearest-rank p50/p99."
     ),
     "p4": (
         "P4: VmHWM (lifetime peak RSS) of every process of the operator (run_operator, each "

@@ -8,6 +8,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from bench.apiserver import CALL_TIMEOUT, current, ready_at_generation
@@ -25,6 +26,36 @@ def list_with_version(api: Any, path: str) -> tuple[list[dict[str, Any]], str]:
     response.read()
     body = json.loads(response.data)
     return body["items"], body["metadata"]["resourceVersion"]
+
+
+def open_watch(api: Any, path: str, version: str, seconds: int = WATCH_SECONDS) -> Any:
+    """A server-bounded raw WATCH of ``path`` from ``version`` (bookmarks on): the answer, whose
+    ``status`` says whether it opened and whose ``response`` is the urllib3 stream to read."""
+    method, url, headers, *_ = api.param_serialize(
+        "GET",
+        path,
+        query_params=[
+            ("watch", "true"),
+            ("resourceVersion", version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    return api.call_api(method, url, header_params=headers, _request_timeout=(5, seconds + 30))
+
+
+def watch_events(raw: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(type, object) of each event on an open WATCH stream, until the server ends it."""
+    pending = b""
+    for chunk in raw.stream(64 * 1024):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                event = json.loads(line)
+                yield event["type"], event["object"]
 
 
 class ReadyTracker(threading.Thread):
@@ -77,21 +108,7 @@ class ReadyTracker(threading.Thread):
     def _watch(self, version: str) -> str:
         """One server-bounded WATCH from ``version``, read raw so that ``stop`` can end it at
         once (an open watch holds the apiserver's shutdown back); the version to go on from."""
-        method, url, headers, *_ = self.api.param_serialize(
-            "GET",
-            HIKYOSECRETS,
-            query_params=[
-                ("watch", "true"),
-                ("resourceVersion", version),
-                ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", str(WATCH_SECONDS)),
-            ],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        answer = self.api.call_api(
-            method, url, header_params=headers, _request_timeout=(5, WATCH_SECONDS + 30)
-        )
+        answer = open_watch(self.api, HIKYOSECRETS, version)
         raw = answer.response
         try:
             if answer.status == 410:
@@ -108,22 +125,13 @@ class ReadyTracker(threading.Thread):
             raw.release_conn()
 
     def _follow(self, raw: Any, version: str) -> str:
-        pending = b""
-        for chunk in raw.stream(64 * 1024):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, item = event["type"], event["object"]
-                if kind == "ERROR":
-                    if item.get("code") == 410:  # the version is too old: start over
-                        return self._relist()
-                    raise RuntimeError(f"the WATCH of HikyoSecrets failed: {item.get('message')}")
-                version = item["metadata"]["resourceVersion"]
-                if kind == "BOOKMARK":
-                    continue
+        for kind, item in watch_events(raw):
+            if kind == "ERROR":
+                if item.get("code") == 410:  # the version is too old: start over
+                    return self._relist()
+                raise RuntimeError(f"the WATCH of HikyoSecrets failed: {item.get('message')}")
+            version = item["metadata"]["resourceVersion"]
+            if kind != "BOOKMARK":
                 uid = item["metadata"]["uid"]
                 with self._changed:
                     if kind == "DELETED":

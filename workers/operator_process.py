@@ -337,9 +337,10 @@ class OperatorProcess:
             return 100
         with self._in_flight_lock:
             free = EMBEDDED_REPORTERS - self._reports_in_flight
-        # S7.4 (workers/report_gate.py): a report yields to a due reconcile. Keys the S8.7 check
-        # holds are not waiting for a slot, so they hold no report.
-        waiting = not self._crd_problem() and self.runtime.queue.due_count() > 0
+        # S7.4 (workers/report_gate.py): reports yield to a backlog of reconciles, at least as
+        # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
+        # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
+        waiting = not self._crd_problem() and self.runtime.queue.due_count() >= self._pool_size
         return self._report_gate.slots(free, waiting, time.monotonic())
 
     def _submit_report(self, ticket: Ticket) -> None:

@@ -3,8 +3,8 @@
 S7.4 says a report "never delays a reconcile". Reports run on their own threads, but those
 threads share the process and the machine with the reconciles: during a cold start or a
 revision that changes every CR, a report sent beside a waiting reconcile takes the CPU (and
-three apiserver reads and an HTTPS POST) that the reconcile needed, so Secrets arrive later.
-So while every reconcile slot is busy and another reconcile is due, no report is taken. A
+two apiserver reads and an HTTPS POST) that the reconciles needed, so Secrets arrive later.
+So while reconciles are backed up (the caller decides what counts), no report is taken. A
 report is history, but it must not starve either: once reports have been held this long
 without a break, one at a time goes again, however busy the reconciles are.
 """

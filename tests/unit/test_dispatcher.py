@@ -337,18 +337,23 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
 
 
 def test_embedded_reports_wait_while_a_reconcile_is_due():
-    """S7.4: a report never takes the CPU a waiting reconcile needs. While a key of the
-    reconcile queue is due, no report leaves its queue; once none is, both slots take again."""
+    """S7.4: a report never takes the CPU a backlog of reconciles needs. While as many keys
+    of the reconcile queue are due as there are reconcile slots, no report leaves its queue;
+    with fewer (a steady resync load's odd key), both report slots take again."""
     runtime = SimpleNamespace(
         queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
     )
     process = operator_process.OperatorProcess(runtime, leader_election=False)
+    slots = operator_process.EMBEDDED_WORKERS
+    keys = [ObjectKey("ns", f"cr-{i}", f"uid-{i}") for i in range(slots + 1)]
     try:
-        runtime.queue.add(KEYS[0])
+        for key in keys[:slots]:
+            runtime.queue.add(key)
         assert process._report_capacity() == 0
-        assert runtime.queue.take_due() and runtime.queue.due_count() == 0
+        assert len(runtime.queue.take_due(limit=1)) == 1
+        assert runtime.queue.due_count() == slots - 1
         assert process._report_capacity() == 2
-        runtime.queue.add(KEYS[1], delay=3600.0)  # waiting, but not due: holds nothing
+        runtime.queue.add(keys[slots], delay=3600.0)  # waiting, but not due: holds nothing
         assert process._report_capacity() == 2
     finally:
         process.stop()
