@@ -7,12 +7,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import (
-    worker_init,
-    worker_process_init,
-    worker_process_shutdown,
-    worker_shutdown,
-)
+from celery.signals import worker_init, worker_process_shutdown, worker_shutdown
 
 from controlplane.boot import load_settings_or_exit
 
@@ -72,23 +67,6 @@ def _serve_metrics(**_: Any) -> None:
         )
         raise SystemExit(1) from None
     logging.getLogger(__name__).info("metrics on %s:%s", *_metrics_server.server_address[:2])
-
-
-@worker_process_init.connect
-def _runtime_before_first_task(**_: Any) -> None:
-    """A prefork child builds its runtime (Kubernetes client, queue stores, metrics) as it
-    starts, so its first task does not pay for it (issue 13: ~0.2 CPU-s a child, eight
-    children at once in a 4-worker cold start). A failure here is one line; the first task
-    then builds it again and fails as it would have."""
-    from workers.tasks import worker_runtime
-
-    try:
-        worker_runtime()
-    except Exception as error:
-        logging.getLogger(__name__).warning(
-            "worker runtime not built at start (%s); the first task builds it",
-            type(error).__name__,
-        )
 
 
 @worker_process_shutdown.connect

@@ -192,3 +192,37 @@ def test_in_scaled_mode_the_celery_worker_serves_its_pool_childrens_reconciles(
     assert total(on_leader, "workqueue_adds_total", **QUEUE) >= count
     assert "hikyo_operator_queue_depth" in on_leader
     assert_value_free(leader, world)
+
+
+@pytest.mark.timeout(300)
+def test_each_pool_child_builds_its_runtime_before_its_first_task(
+    world, kubeconfig, redis_server, tmp_path
+):
+    """Issue 13: a prefork child builds its runtime as it starts, not inside its first task.
+    With no leader, no task ever arrives, yet the worker's /metrics shows the keyed-queue
+    counters that only a child's runtime makes."""
+    redis.Redis.from_url(redis_server.url).flushall()
+    operator = Operator(tmp_path, kubeconfig, redis_server.url)
+    namespaced(operator, world)
+    try:
+        operator.start_worker("w1")
+
+        def with_queue_counters() -> str | None:
+            try:
+                text = operator.scrape("w1")
+            except OSError:  # not serving yet
+                return None
+            return text if "workqueue_adds_total{" in text else None
+
+        text = wait_for(
+            with_queue_counters,
+            timeout=120,
+            interval=1,
+            what="the pool children's queue counters on the worker's /metrics",
+        )
+    finally:
+        operator.stop()
+    samples = parse(text)
+    assert any(labels == QUEUE for labels, _ in samples["workqueue_adds_total"])
+    assert total(samples, "workqueue_adds_total", **QUEUE) == 0  # and no task ran
+    assert "Traceback" not in operator.logs()
