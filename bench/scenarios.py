@@ -488,7 +488,8 @@ def p3_value_change(side: Side, crs: list[tuple[str, str]], timeout: float) -> l
                     if not pending:
                         break
         finally:
-            answer.response.release_conn()
+            # Closed, not released: a watch left mid-stream must not go back to the pool.
+            answer.response.close()
     return latencies
 
 
