@@ -527,8 +527,9 @@ def p2_p3(bench: Bench, n: int, run_p2: bool, run_p3: bool) -> None:
             k = max(1, min(bench.options.p3_samples, n // 2))
             edited = samples(side.world["crs"], k, 0)
             edits = p3_spec_edits(side, edited)
+            set_of_edited = set(edited)
             # Every CR but the edited ones, whose targets now hold EDITED_0 instead of KEY_0.
-            unedited = [cr for cr in side.world["crs"] if cr not in set(edited)]
+            unedited = [cr for cr in side.world["crs"] if cr not in set_of_edited]
             values = p3_value_change(side, unedited, timeout=period * 3 + 60)
             spec, value = summary(edits, None), summary(values, period * JITTER_MAX)
             bench.results["scenarios"]["p3"] = {**common, "spec_edit": spec, "value_change": value}

@@ -330,9 +330,10 @@ class OperatorProcess:
         future.add_done_callback(self._done)
 
     def _report_capacity(self) -> int:
-        """Embedded: only as many reports as the pool runs at once leave the queue. A due key
-        taken beyond them would wait in the executor's own queue (a Future each: at thousands
-        of CRs their heartbeats come due together) and count as dispatched all that time."""
+        """Embedded: only as many reports as the pool runs at once leave the queue, and none
+        while reconciles are backed up (the gate below). A due key taken beyond them would wait
+        in the executor's own queue (a Future each: at thousands of CRs their heartbeats come
+        due together) and count as dispatched all that time."""
         if self._report_pool is None:
             return 100
         with self._in_flight_lock:
