@@ -2,7 +2,8 @@
 
 ``observe`` reads the CR, then asks ``decide_before_fetch`` which read the next step needs and
 makes it, until the steps stop or a fetch is planned: each object is read uncached, in step
-order, and only once the steps before it passed. A 403 on a read is recorded with what a
+order, and only once the steps before it passed (R7's list at least as new as the R0 read of
+the CR, ``Cluster.list_hikyosecrets_for_target``). A 403 on a read is recorded with what a
 SelfSubjectAccessReview says about it, for S4.15.
 """
 
@@ -95,9 +96,11 @@ class _Reader:
             account = spec.credential_service_account or ""
             return {"service_account": cluster.get_service_account(spec.namespace, account)}
         if read is Read.CLAIMANTS:
-            return {
-                "claimants": cluster.list_hikyosecrets_for_target(spec.namespace, spec.target_name)
-            }
+            read_at = ((observed.cr or {}).get("metadata") or {}).get("resourceVersion") or ""
+            claimants = cluster.list_hikyosecrets_for_target(
+                spec.namespace, spec.target_name, read_at
+            )
+            return {"claimants": claimants}
         if read is Read.TARGET:
             return {"target": cluster.get_secret(spec.namespace, spec.target_name)}
         if read is Read.STAMP_ROOT:

@@ -1,0 +1,83 @@
+"""R7 (S4.2): the same-target list is read at least as new as the CR's own R0 read
+(``resourceVersionMatch=NotOlderThan`` its resourceVersion), on a real kube-apiserver.
+
+A list without a resourceVersion is a consistent read: the apiserver serves it from its watch
+cache only once that cache has confirmed etcd's newest revision, which after a write to any
+other resource waits for a progress notification (~95 ms here, most of a first sync's time:
+``bench/reconcile_cost.py``). The apiserver counts those reads in
+``apiserver_watch_cache_consistent_read_total``, which tells the two kinds apart."""
+
+from __future__ import annotations
+
+import re
+
+from kubernetes import client
+
+from k8s.gateway import KubeCluster
+from tests.support.factories import GROUP, VERSION, make_hikyosecret
+from tests.support.kube import get_raw
+
+_CONSISTENT_READS = re.compile(
+    r'^apiserver_watch_cache_consistent_read_total\{[^}]*group="hikyo\.dev"[^}]*'
+    r'resource="hikyosecrets"[^}]*\} (\S+)$',
+    re.MULTILINE,
+)
+
+
+def _consistent_hikyosecret_reads(api_client: client.ApiClient) -> float:
+    text = get_raw(api_client, "/metrics", accept="text/plain").decode()
+    return sum(float(value) for value in _CONSISTENT_READS.findall(text))
+
+
+def _claimants_world(api_client: client.ApiClient, namespace: str) -> KubeCluster:
+    """Two CRs on target ``shared-env`` and one on ``other-env``; then a Secret write, so that
+    a consistent list would have to wait for the watch cache to confirm a newer revision."""
+    custom = client.CustomObjectsApi(api_client)
+    for name, target in (("first", "shared-env"), ("second", "shared-env"), ("third", "other-env")):
+        body = make_hikyosecret(name, target={"name": target})
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "hikyosecrets", body)
+    client.CoreV1Api(api_client).create_namespaced_secret(
+        namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="unrelated"))
+    )
+    return KubeCluster(api_client)
+
+
+def _names(listed: list[dict]) -> set[str]:
+    return {item["metadata"]["name"] for item in listed}
+
+
+def test_the_same_target_list_is_not_a_consistent_read_and_holds_every_earlier_claimant(
+    api_client, crds, namespace
+):
+    cluster = _claimants_world(api_client, namespace)
+    # R0 reads the newest CR: both claimants were created before it last changed.
+    cr = cluster.get_hikyosecret(namespace, "second")
+    assert cr is not None
+    read_at = cr["metadata"]["resourceVersion"]
+
+    before = _consistent_hikyosecret_reads(api_client)
+    listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", read_at)
+    after = _consistent_hikyosecret_reads(api_client)
+    assert _names(listed) == {"first", "second"}
+    assert after == before, "R7 made a consistent list (it waits for the watch cache)"
+
+    # The counter does count: the same list without a revision is a consistent read.
+    consistent = cluster.list_hikyosecrets_for_target(namespace, "shared-env", "")
+    assert _names(consistent) == {"first", "second"}
+    assert _consistent_hikyosecret_reads(api_client) == after + 1
+
+
+def test_a_revision_the_apiserver_has_not_reached_falls_back_to_the_consistent_list(
+    api_client, crds, namespace
+):
+    """An apiserver behind the one that answered R0 (HA) waits 3 s for the revision, then
+    answers 504 Too large resource version: the list is made consistently instead."""
+    cluster = _claimants_world(api_client, namespace)
+    cr = cluster.get_hikyosecret(namespace, "first")
+    assert cr is not None
+    ahead = str(int(cr["metadata"]["resourceVersion"]) + 10_000_000)
+
+    before = _consistent_hikyosecret_reads(api_client)
+    listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", ahead)
+    assert _names(listed) == {"first", "second"}
+    assert _consistent_hikyosecret_reads(api_client) == before + 1
