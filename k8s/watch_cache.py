@@ -12,9 +12,11 @@ and three workload lists. Those reads may be served from the watch:
   reduced records (k8s.workloads.workload_from), opted-in workloads only, nothing else.
 
 The uncached reads the spec demands (the CR, the credential, the same-target list, the target,
-the stamp root, the read-back) are untouched. Until every watch feeding a cache has finished
-its first list, or once one of them stopped, the cache answers "not known" and the caller makes
-the request as before; so does a scaled worker, which has no watch.
+the stamp root, the read-back) are not served here; the same-target list is the apiserver's at
+least as new as the CR's own read (k8s.gateway.KubeCluster.list_hikyosecrets_for_target).
+Until every watch feeding a cache has finished its first list, or once one of them stopped,
+the cache answers "not known" and the caller makes the request as before; so does a scaled
+worker, which has no watch.
 """
 
 from __future__ import annotations

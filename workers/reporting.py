@@ -46,11 +46,15 @@ class ReportAttempt:
     conditions: list[dict[str, str]] = field(default_factory=list)
 
 
-def run_report(runtime: Runtime, key: ObjectKey) -> ReportAttempt | None:
+def run_report(
+    runtime: Runtime, key: ObjectKey, *, dispatched_only: bool = False
+) -> ReportAttempt | None:
     queue = runtime.reports
-    lock = queue.begin(key, runtime.identity, ttl=REPORT_LOCK_TTL)
+    lock = queue.begin(key, runtime.identity, ttl=REPORT_LOCK_TTL, dispatched_only=dispatched_only)
     if lock is None:
-        return None  # one in flight; this trigger coalesces into its follow-up
+        # One in flight: this trigger coalesces into its follow-up. Or (dispatched_only) a
+        # broker message's second copy, whose first copy has sent the report.
+        return None
     try:
         attempt, next_in = _attempt(runtime, key)
     except store_errors() as error:

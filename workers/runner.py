@@ -121,11 +121,16 @@ class _RunGuard(threading.Thread):
         return True
 
 
-def run_reconcile(runtime: Runtime, key: ObjectKey, forced_full: bool = False) -> RunResult | None:
+def run_reconcile(
+    runtime: Runtime, key: ObjectKey, forced_full: bool = False, *, dispatched_only: bool = False
+) -> RunResult | None:
     """Returns the run's result, or None when another process holds the key (it is then marked
     dirty and runs once more after that run), the run failed, or it was abandoned at its
-    deadline."""
-    lock = runtime.queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
+    deadline. ``dispatched_only`` (a broker message): None when the key is not handed out now,
+    a second copy of a message whose first copy has run (``KeyedQueue.begin``)."""
+    lock = runtime.queue.begin(
+        key, runtime.identity, ttl=LOCK_TTL_SECONDS, dispatched_only=dispatched_only
+    )
     if lock is None:
         return None
     return run_locked(runtime, lock, forced_full)

@@ -66,15 +66,21 @@ def _runtime_before_first_task(**_: Any) -> None:
 
 TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
 
+# The dispatcher sends these for keys it took (take_due). One that waits in the broker past
+# the stale check is sent again (S8.4: a lost message must not lose its key); at thousands of
+# CRs a cold start's backlog outlasts that check, so the copy that comes second does nothing
+# (``dispatched_only``, KeyedQueue.begin).
+
 
 @app.task(name="hikyo.reconcile", **TASK_OPTIONS)
 def reconcile(namespace: str, name: str, uid: str) -> None:
-    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid))
+    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid), dispatched_only=True)
 
 
 @app.task(name="hikyo.reconcile_full", **TASK_OPTIONS)
 def reconcile_full(namespace: str, name: str, uid: str) -> None:
-    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid), forced_full=True)
+    key = ObjectKey(namespace, name, uid)
+    run_reconcile(worker_runtime(), key, forced_full=True, dispatched_only=True)
 
 
 @app.task(name="hikyo.evaluate_rollout", **TASK_OPTIONS)
@@ -84,4 +90,4 @@ def evaluate_rollout(namespace: str, name: str, uid: str) -> None:
 
 @app.task(name="hikyo.report_status", **TASK_OPTIONS)
 def report_status(namespace: str, name: str, uid: str) -> None:
-    run_report(worker_runtime(), ObjectKey(namespace, name, uid))
+    run_report(worker_runtime(), ObjectKey(namespace, name, uid), dispatched_only=True)

@@ -388,6 +388,39 @@ class KeyedQueueContract:
         assert queue.redispatch_stale(older_than=150) == 1
         assert queue.take_due() == [Ticket(APP, forced_full=False, priority=Priority.FIRST)]
 
+    def test_a_message_whose_key_is_not_handed_out_begins_and_marks_nothing(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S8.4: a broker message sent again by the stale check, arriving after its first copy
+        ran, finds its key settled; it neither runs nor marks the key dirty."""
+        queue.add(APP)
+        queue.take_due()
+        first = queue.begin(APP, "worker-1", dispatched_only=True)
+        assert first is not None
+        queue.finish(first, Requeue.RESYNC, resync_seconds=300)
+        assert queue.begin(APP, "worker-2", dispatched_only=True) is None
+        assert queue.take_due() == []  # not dirty: nothing is due before the resync
+        assert between(queue.due_in(APP), 270, 330)
+        # A caller that is not a broker message (manage.py reconcile) still takes the key.
+        manual = queue.begin(APP, "cli")
+        assert manual is not None
+
+    def test_a_message_sent_twice_by_the_stale_check_runs_once(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.add(APP)
+        queue.take_due()
+        clock.advance(200)  # the first message still waits in the broker
+        assert queue.redispatch_stale(older_than=150) == 1
+        assert keys_of(queue.take_due()) == [APP]  # handed out again: a second message
+        runs = [queue.begin(APP, worker, dispatched_only=True) for worker in ("w-1", "w-2")]
+        first, second = runs
+        assert first is not None and second is None  # the lock: one copy at a time, and
+        # the refused copy marks nothing: no second run follows the first
+        queue.finish(first, Requeue.RESYNC, resync_seconds=300)
+        assert queue.begin(APP, "w-2", dispatched_only=True) is None  # the later copy
+        assert between(queue.due_in(APP), 270, 330)
+
     # -- forget, generation, coordination store ------------------------------------------
 
     def test_forget_drops_timers_failures_and_marks(self, queue: KeyedQueue, clock: FakeClock):

@@ -12,7 +12,7 @@ from typing import Any
 from tests.unit.decide_fixtures import INSTANCE_UID, SETTINGS, cr, instance
 from workers.keys import ObjectKey
 from workers.queue.memory import MemoryQueue
-from workers.reporting import CLUSTER_ID_NOTE, _attempt
+from workers.reporting import CLUSTER_ID_NOTE, _attempt, run_report
 from workers.runtime import Runtime
 
 STATUS = {
@@ -99,3 +99,20 @@ def test_a_report_paused_by_s7_5_is_not_paced_but_paused():
     assert attempt is None and wait is not None and wait > 1.0  # the heartbeat period
     assert cluster.reads["hikyosecret"] == 2  # read, as the pause path always did
     assert runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1) == 0  # not taken
+
+
+def test_a_second_copy_of_a_report_message_reads_nothing():
+    """S8.4: the stale check sent a report message again; the copy that comes after the first
+    sent its report finds the key settled and reads nothing (issue 13: at 5,000 CRs a scaled
+    cold start kept report messages in the broker past the check)."""
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    runtime = _runtime(cluster, Clock())
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    runtime.reports.add(key)
+    assert runtime.reports.take_due()
+    run_report(runtime, key, dispatched_only=True)
+    assert cluster.reads["hikyosecret"] == 1
+    run_report(runtime, key, dispatched_only=True)  # the later copy
+    assert cluster.reads["hikyosecret"] == 1
+    assert runtime.reports.take_due() == []  # nothing marked

@@ -307,6 +307,40 @@ def test_run_reconcile_with_the_key_held_elsewhere_runs_nothing_and_marks_it_dir
     assert ticket.priority is Priority.FIRST
 
 
+def test_a_second_copy_of_a_broker_message_runs_nothing(monkeypatch):
+    """S8.4: the stale check sent a message again while the first still waited in the broker;
+    the copy that comes after the first ran finds its key settled: no run, no mark."""
+    h = Harness(monkeypatch)
+    h.fake(lambda engine: _result(Requeue.RESYNC))
+    h.queue.add(KEY)
+    assert h.queue.take_due()
+    assert runner.run_reconcile(h.runtime, KEY, dispatched_only=True) is not None
+    assert runner.run_reconcile(h.runtime, KEY, dispatched_only=True) is None
+    assert len(h.calls) == 1 and len(h.queue.finished) == 1
+    assert h.queue.take_due() == []  # nothing marked: the next run is the resync
+    assert runner.run_reconcile(h.runtime, KEY) is not None  # manage.py reconcile still runs
+
+
+@pytest.mark.parametrize(
+    ("task", "runs", "expected"),
+    [
+        ("reconcile", "run_reconcile", {"dispatched_only": True}),
+        ("reconcile_full", "run_reconcile", {"forced_full": True, "dispatched_only": True}),
+        ("report_status", "run_report", {"dispatched_only": True}),
+    ],
+)
+def test_every_task_the_dispatcher_sends_begins_only_a_dispatched_key(
+    monkeypatch, task, runs, expected
+):
+    from workers import tasks
+
+    seen: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(tasks, "worker_runtime", lambda: "runtime")
+    monkeypatch.setattr(tasks, runs, lambda runtime, key, **options: seen.append((key, options)))
+    getattr(tasks, task).run(*KEY.as_args())
+    assert seen == [(KEY, expected)]
+
+
 # -- the fence --------------------------------------------------------------------------------
 
 

@@ -197,8 +197,21 @@ class KeyedQueue(CoordinationStore, Protocol):
         """Dispatched keys not finished after ``older_than`` s and not locked become due again."""
         ...
 
-    def begin(self, key: ObjectKey, owner: str, ttl: float = DEFAULT_LOCK_TTL) -> Lock | None:
-        """Take the per-key lock (S4.1.4); None (and the key marked dirty) if another holds it."""
+    def begin(
+        self,
+        key: ObjectKey,
+        owner: str,
+        ttl: float = DEFAULT_LOCK_TTL,
+        *,
+        dispatched_only: bool = False,
+    ) -> Lock | None:
+        """Take the per-key lock (S4.1.4); None (and the key marked dirty) if another holds it.
+
+        ``dispatched_only`` (a broker message): None, and nothing marked, unless the key is
+        handed out now and free. A message that waited in the broker past the stale check
+        (S8.4) was sent again; whichever copy comes first runs, and the other finds its key
+        running or settled. It carries no trigger of its own: each one reached the key through
+        ``add``, which marks a running key dirty itself."""
         ...
 
     def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:

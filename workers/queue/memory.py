@@ -177,13 +177,23 @@ class MemoryQueue(KeyedQueue):
 
     # -- per-key lock (S4.1.4) -----------------------------------------------------------
 
-    def begin(self, key: ObjectKey, owner: str, ttl: float = DEFAULT_LOCK_TTL) -> Lock | None:
+    def begin(
+        self,
+        key: ObjectKey,
+        owner: str,
+        ttl: float = DEFAULT_LOCK_TTL,
+        *,
+        dispatched_only: bool = False,
+    ) -> Lock | None:
         """Take the key's lock; if another run holds it, mark the key dirty and return None."""
         if ttl <= 0:
             raise ValueError("lock ttl must be positive")
         with self._mutex:
             now = self._clock()
-            if self._holder(key, now) is not None:
+            held = self._holder(key, now) is not None
+            if dispatched_only and (held or key not in self._dispatched):
+                return None
+            if held:
                 marks = self._marks.setdefault(key, _Marks())
                 marks.dirty = True
                 dispatched = self._dispatched.get(key)

@@ -164,10 +164,14 @@ end
 return count
 """
 
-# ARGV: prefix, member, owner, ttl ms
+# ARGV: prefix, member, owner, ttl ms, dispatched only ('1')
 _BEGIN = """
 local m, owner, ttl = ARGV[2], ARGV[3], ARGV[4]
 local lk = lock_key(m)
+if ARGV[5] == '1' then
+  if redis.call('EXISTS', lk) == 1 then return false end
+  if not redis.call('ZSCORE', P .. ':dispatched', m) then return false end
+end
 if redis.call('EXISTS', lk) == 1 then
   local s = state_key(m)
   redis.call('HSET', s, 'dirty', 1)
@@ -375,11 +379,19 @@ class RedisQueue(KeyedQueue):
 
     # -- per-key lock (S4.1.4) -----------------------------------------------------------
 
-    def begin(self, key: ObjectKey, owner: str, ttl: float = DEFAULT_LOCK_TTL) -> Lock | None:
+    def begin(
+        self,
+        key: ObjectKey,
+        owner: str,
+        ttl: float = DEFAULT_LOCK_TTL,
+        *,
+        dispatched_only: bool = False,
+    ) -> Lock | None:
         """SET NX PX: the lock expires on the server even if this process dies mid-run."""
         if ttl <= 0:
             raise ValueError("lock ttl must be positive")
-        token = self._begin(args=[self._prefix, member(key), owner, _millis(ttl)])
+        only = "1" if dispatched_only else "0"
+        token = self._begin(args=[self._prefix, member(key), owner, _millis(ttl), only])
         return None if token is None else Lock(key, owner, _text(token))
 
     def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:
