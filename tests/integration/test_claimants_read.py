@@ -22,6 +22,7 @@ _CONSISTENT_READS = re.compile(
     r'resource="hikyosecrets"[^}]*\} (\S+)$',
     re.MULTILINE,
 )
+LISTS = 20
 
 
 def _consistent_hikyosecret_reads(api_client: client.ApiClient) -> float:
@@ -55,16 +56,21 @@ def test_the_same_target_list_is_not_a_consistent_read_and_holds_every_earlier_c
     assert cr is not None
     read_at = cr["metadata"]["resourceVersion"]
 
+    # Other clients (the controller-manager's garbage collector, the namespace controller)
+    # list HikyoSecrets too, so the counter is compared over many lists, not one.
     before = _consistent_hikyosecret_reads(api_client)
-    listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", read_at)
-    after = _consistent_hikyosecret_reads(api_client)
-    assert _names(listed) == {"first", "second"}
-    assert after == before, "R7 made a consistent list (it waits for the watch cache)"
+    for _ in range(LISTS):
+        listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", read_at)
+        assert _names(listed) == {"first", "second"}
+    ours = _consistent_hikyosecret_reads(api_client) - before
+    assert ours < LISTS / 2, f"{ours:g} consistent reads in {LISTS} R7 lists"
 
     # The counter does count: the same list without a revision is a consistent read.
-    consistent = cluster.list_hikyosecrets_for_target(namespace, "shared-env", "")
-    assert _names(consistent) == {"first", "second"}
-    assert _consistent_hikyosecret_reads(api_client) == after + 1
+    before = _consistent_hikyosecret_reads(api_client)
+    for _ in range(LISTS):
+        consistent = cluster.list_hikyosecrets_for_target(namespace, "shared-env", "")
+        assert _names(consistent) == {"first", "second"}
+    assert _consistent_hikyosecret_reads(api_client) - before >= LISTS
 
 
 def test_a_revision_the_apiserver_has_not_reached_falls_back_to_the_consistent_list(
@@ -80,4 +86,4 @@ def test_a_revision_the_apiserver_has_not_reached_falls_back_to_the_consistent_l
     before = _consistent_hikyosecret_reads(api_client)
     listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", ahead)
     assert _names(listed) == {"first", "second"}
-    assert _consistent_hikyosecret_reads(api_client) == before + 1
+    assert _consistent_hikyosecret_reads(api_client) >= before + 1
