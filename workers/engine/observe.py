@@ -96,7 +96,7 @@ class _Reader:
             account = spec.credential_service_account or ""
             return {"service_account": cluster.get_service_account(spec.namespace, account)}
         if read is Read.CLAIMANTS:
-            read_at = ((observed.cr or {}).get("metadata") or {}).get("resourceVersion") or ""
+            read_at = observed.metadata.get("resourceVersion") or ""
             claimants = cluster.list_hikyosecrets_for_target(
                 spec.namespace, spec.target_name, read_at
             )
