@@ -1,13 +1,13 @@
 """The Celery app; configuration comes from Django settings' CELERY_* namespace. A worker's
 start (``worker_init``, before its pool forks) migrates the observation store and serves the
-worker's /metrics (S8.6)."""
+worker's /metrics (S8.6); once ready, it advertises its slots to the leader."""
 
 import logging
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_shutdown, worker_shutdown
+from celery.signals import worker_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from controlplane.boot import load_settings_or_exit
 
@@ -69,6 +69,32 @@ def _serve_metrics(**_: Any) -> None:
     logging.getLogger(__name__).info("metrics on %s:%s", *_metrics_server.server_address[:2])
 
 
+_slot_advertiser: Any = None
+
+
+@worker_ready.connect
+def _advertise_slots(sender: Any = None, **_: Any) -> None:
+    """The leader hands out only as many keys as the live workers run at once, plus a spare
+    round (workers/broker_window.py): this worker says how many it runs, from its main process
+    (its pool is up by now), as long as it lives. Sent again on a broker reconnect: once is
+    enough."""
+    global _slot_advertiser
+    if _slot_advertiser is not None:
+        return
+    from django.conf import settings
+
+    from workers.broker_window import SlotAdvertiser
+    from workers.runtime import build_queue
+
+    controller = getattr(sender, "controller", None)
+    slots = getattr(controller, "concurrency", None)
+    hostname = getattr(sender, "hostname", None)
+    if not isinstance(slots, int) or not hostname or not settings.REDIS_URL:
+        return
+    _slot_advertiser = SlotAdvertiser(build_queue(settings.REDIS_URL), str(hostname), slots)
+    _slot_advertiser.start()
+
+
 @worker_process_shutdown.connect
 def _pool_child_exits(pid: int | None = None, **_: Any) -> None:
     from workers import metrics
@@ -81,3 +107,9 @@ def _stop_serving_metrics(**_: Any) -> None:
     from workers import metrics
 
     metrics.shutdown(_metrics_server)
+
+
+@worker_shutdown.connect
+def _withdraw_slots(**_: Any) -> None:
+    if _slot_advertiser is not None:
+        _slot_advertiser.stop()

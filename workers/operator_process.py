@@ -25,6 +25,7 @@ from k8s.watch import Resource, Watcher
 from k8s.watch_cache import WatchedReads, chain
 
 from . import metrics
+from .broker_window import WorkerSlots
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
@@ -130,6 +131,7 @@ class OperatorProcess:
             else None
         )
         self._pool_size = embedded_workers
+        self._worker_slots = WorkerSlots(runtime.queue)  # scaled mode's broker window
         if send_task is None:
             runtime.leader_ok = self.is_leader
         self.crd_check: ServedCrdCheck | None = None  # S8.7, one per term of leadership
@@ -314,8 +316,8 @@ class OperatorProcess:
     def _capacity(self) -> int:
         if self._crd_problem():  # S8.7: keys stay waiting in the queue, none is dispatched
             return 0
-        if self._pool is None:
-            return 100
+        if self._pool is None:  # scaled: a window of keys in the broker (workers/broker_window)
+            return self._worker_slots.free(self.runtime.queue)
         with self._in_flight_lock:
             return self._pool_size - self._in_flight
 
@@ -334,14 +336,16 @@ class OperatorProcess:
         while reconciles are backed up (the gate below). A due key taken beyond them would wait
         in the executor's own queue (a Future each: at thousands of CRs their heartbeats come
         due together) and count as dispatched all that time."""
-        if self._report_pool is None:
-            return 100
-        with self._in_flight_lock:
-            free = EMBEDDED_REPORTERS - self._reports_in_flight
+        if self._report_pool is None:  # scaled: the reports' own window in the broker
+            free, slots = self._worker_slots.free(self.runtime.reports), self._worker_slots.slots()
+        else:
+            with self._in_flight_lock:
+                free = EMBEDDED_REPORTERS - self._reports_in_flight
+            slots = self._pool_size
         # S7.4 (workers/report_gate.py): reports yield to a backlog of reconciles, at least as
         # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
         # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
-        waiting = not self._crd_problem() and self.runtime.queue.due_count() >= self._pool_size
+        waiting = not self._crd_problem() and self.runtime.queue.due_count() >= max(slots, 1)
         return self._report_gate.slots(free, waiting, time.monotonic())
 
     def _submit_report(self, ticket: Ticket) -> None:

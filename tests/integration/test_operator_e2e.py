@@ -22,6 +22,8 @@ from tests.support.operator_harness import (
 )
 from tests.support.waiting import wait_for
 from tests.support.world import CANARIES, World
+from workers.broker_window import window
+from workers.runtime import build_queue
 
 
 @pytest.mark.timeout(900)
@@ -29,21 +31,26 @@ def test_scaled_mode_converges_200_hikyosecrets_one_run_per_key(
     world, kubeconfig, redis_server, tmp_path
 ):
     """200 CRs, run_operator + two Celery workers on real Redis: all Ready, never two runs of
-    one CR at once, and the broker holds no values."""
+    one CR at once, and the broker holds no values. The leader hands out only the live
+    workers' slots plus a spare round (workers/broker_window.py, S4.1.6): none before any
+    worker runs, both workers' 2 slots each once they advertise, withdrawn as they stop."""
     redis.Redis.from_url(redis_server.url).flushall()
     operator = Operator(tmp_path, kubeconfig, redis_server.url)
+    keyed = build_queue(redis_server.url)
     try:
         populate(world, 200)
         operator.start_leader()
         # Let the leader dispatch before any worker runs, then read the raw broker messages.
         wait_for(
-            lambda: redis.Redis.from_url(redis_server.url).llen("celery") > 0,
+            lambda: redis.Redis.from_url(redis_server.url).llen("celery") >= window(0),
             timeout=60,
             what="tasks on the broker",
         )
+        assert keyed.dispatched_count() == window(0)  # the rest wait in the keyed queue
         raw = dump_redis(redis_server.url)
         operator.start_worker("w1")
         operator.start_worker("w2")
+        wait_for(lambda: keyed.live_slots() == (2, 4), timeout=60, what="both workers' slots")
         wait_for(
             lambda: ready_count(world) == 200,
             timeout=600,
@@ -52,6 +59,7 @@ def test_scaled_mode_converges_200_hikyosecrets_one_run_per_key(
         )
     finally:
         operator.stop()
+    assert keyed.live_slots() == (0, 0)  # each worker withdrew as it stopped
     for secret in CANARIES | {world.token}:
         assert secret not in raw
     assert f"{world.namespace}" in raw  # the messages are there, carrying references

@@ -421,6 +421,42 @@ class KeyedQueueContract:
         assert queue.begin(APP, "w-2", dispatched_only=True) is None  # the later copy
         assert between(queue.due_in(APP), 270, 330)
 
+    def test_dispatched_count_holds_keys_from_take_until_finish(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """The scaled leader bounds the broker with it (workers/broker_window.py): a key counts
+        from ``take_due`` through its run, and not once its run finished or it went stale."""
+        queue.add(APP)
+        queue.add(WEB)
+        queue.add(JOB)
+        assert queue.dispatched_count() == 0
+        taken = queue.take_due(limit=2)
+        assert queue.dispatched_count() == 2
+        lock = queue.begin(taken[0].key, "worker-1", dispatched_only=True)
+        assert lock is not None
+        assert queue.dispatched_count() == 2  # running still counts: its slot is taken
+        queue.finish(lock, Requeue.RESYNC)
+        assert queue.dispatched_count() == 1
+        clock.advance(200)
+        assert queue.redispatch_stale(older_than=150) == 1
+        assert queue.dispatched_count() == 0
+
+    def test_advertised_slots_add_up_until_they_expire_or_are_withdrawn(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        assert queue.live_slots() == (0, 0)
+        queue.advertise_slots("celery@worker-a", 2, ttl=30)
+        queue.advertise_slots("celery@worker-b", 4, ttl=10)
+        assert queue.live_slots() == (2, 6)
+        queue.advertise_slots("celery@worker-a", 3, ttl=30)  # again: replaces, never adds
+        assert queue.live_slots() == (2, 7)
+        clock.advance(15)
+        assert queue.live_slots() == (1, 3)  # worker-b stopped saying so: expired
+        queue.withdraw_slots("celery@worker-a")
+        assert queue.live_slots() == (0, 0)
+        queue.advertise_slots("celery@worker-b", 1, ttl=30)  # a worker back after expiry
+        assert queue.live_slots() == (1, 1)
+
     # -- forget, generation, coordination store ------------------------------------------
 
     def test_forget_drops_timers_failures_and_marks(self, queue: KeyedQueue, clock: FakeClock):

@@ -16,7 +16,9 @@ import pytest
 
 from tests.support.waiting import wait_for
 from workers import operator_process
+from workers.broker_window import window
 from workers.dispatcher import Dispatcher
+from workers.engine.outcome import Requeue
 from workers.keys import ObjectKey
 from workers.queue.base import Priority, Ticket
 from workers.queue.memory import MemoryQueue
@@ -359,7 +361,10 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
         process.stop()
 
 
-def test_scaled_reports_are_sent_without_a_local_limit():
+def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
+    """S4.1.6 in scaled mode (workers/broker_window.py): keys beyond the window stay in the
+    keyed queue, where a first sync due later still goes before them; reports have a window of
+    their own and, as in embedded mode, yield to a backlog of reconciles (S7.4)."""
     sent: list[Ticket] = []
     runtime = SimpleNamespace(
         queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
@@ -367,6 +372,34 @@ def test_scaled_reports_are_sent_without_a_local_limit():
     process = operator_process.OperatorProcess(
         runtime, send_task=sent.append, send_report=sent.append, leader_election=False
     )
-    process._submit_report(Ticket(KEYS[0], False, Priority.RESYNC))
-    assert sent == [Ticket(KEYS[0], False, Priority.RESYNC)] and process._report_capacity() == 100
-    process.stop()
+    process.crd_check = SimpleNamespace(problem=None)
+    try:
+        runtime.queue.advertise_slots("celery@a", 2, ttl=30)
+        runtime.queue.advertise_slots("celery@b", 2, ttl=30)
+        assert process._capacity() == window(4)
+        keys = [ObjectKey("ns", f"cr-{n}", f"uid-{n}") for n in range(window(4) + 10)]
+        for key in keys:
+            runtime.queue.add(key, priority=Priority.RESYNC)
+        handed_out = runtime.queue.take_due(limit=process._capacity())
+        assert process._capacity() == 0 and runtime.queue.due_count() == 10
+        assert process._report_capacity() == 0  # 10 reconciles due, more than the 4 slots
+        runtime.queue.add(KEYS[0], priority=Priority.FIRST)  # a spec edit, due last
+
+        def finish(count: int) -> None:
+            for _ in range(count):
+                ticket = handed_out.pop()
+                lock = runtime.queue.begin(ticket.key, "celery@a", dispatched_only=True)
+                assert lock is not None
+                runtime.queue.finish(lock, Requeue.RESYNC)
+
+        finish(1)
+        assert process._capacity() == 1
+        assert runtime.queue.take_due(limit=1) == [Ticket(KEYS[0], False, Priority.FIRST)]
+        finish(8)
+        assert len(runtime.queue.take_due(limit=process._capacity())) == 8
+        assert runtime.queue.due_count() == 2
+        assert process._report_capacity() == window(4)  # too few due to hold the reports
+        process._submit_report(Ticket(KEYS[1], False, Priority.RESYNC))
+        assert sent == [Ticket(KEYS[1], False, Priority.RESYNC)]
+    finally:
+        process.stop()

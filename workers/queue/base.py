@@ -252,6 +252,23 @@ class KeyedQueue(CoordinationStore, Protocol):
         """How many waiting keys are due now (client-go's depth: ready, not yet taken)."""
         ...
 
+    def dispatched_count(self) -> int:
+        """How many keys are handed out and not finished: waiting in a broker, or running."""
+        ...
+
+    def advertise_slots(self, worker: str, slots: int, ttl: float) -> None:
+        """Scaled mode: ``worker`` runs up to ``slots`` tasks at once, for the next ``ttl`` s
+        (it says so again before then while it lives)."""
+        ...
+
+    def withdraw_slots(self, worker: str) -> None:
+        """``worker`` stops: its advertisement goes at once, not when it expires."""
+        ...
+
+    def live_slots(self) -> tuple[int, int]:
+        """(workers, slots) of the advertisements not expired."""
+        ...
+
     def mark_generation(self) -> bool:
         """S8.4: write the generation marker; False when it was missing (store new or lost)."""
         ...

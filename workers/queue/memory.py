@@ -90,6 +90,7 @@ class MemoryQueue(KeyedQueue):
         self._generation = False
         self._notes: dict[str, tuple[str, float]] = {}  # name -> (value, expires)
         self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens, refilled at)
+        self._slots: dict[str, tuple[int, float]] = {}  # worker -> (slots, expires)
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
 
@@ -284,6 +285,24 @@ class MemoryQueue(KeyedQueue):
         with self._mutex:
             now = self._clock()
             return sum(1 for waiting in self._waiting.values() if waiting.due <= now)
+
+    def dispatched_count(self) -> int:
+        with self._mutex:
+            return len(self._dispatched)
+
+    def advertise_slots(self, worker: str, slots: int, ttl: float) -> None:
+        with self._mutex:
+            self._slots[worker] = (slots, self._clock() + ttl)
+
+    def withdraw_slots(self, worker: str) -> None:
+        with self._mutex:
+            self._slots.pop(worker, None)
+
+    def live_slots(self) -> tuple[int, int]:
+        with self._mutex:
+            now = self._clock()
+            self._slots = {w: entry for w, entry in self._slots.items() if entry[1] > now}
+            return len(self._slots), sum(slots for slots, _ in self._slots.values())
 
     def mark_generation(self) -> bool:
         """S8.4: a fresh process's store is empty, so the first call says "lost" (False)."""

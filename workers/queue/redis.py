@@ -14,6 +14,8 @@ multi-key writes use MULTI. Layout under ``<prefix>:`` (a member is ``namespace/
 ``generation``             string  the S8.4 marker (time it was written)
 ``notfound:<cr uid>``      hash    binding (a digest), at, seen; PX 1 h (S4.10.0)
 ``stall:<cr uid>``         hash    ``Kind/name`` of a workload -> time first seen stalled (S6.5)
+``workers``                zset    Celery workers advertising their slots, score = expiry
+``worker-slots``           hash    worker -> how many tasks it runs at once
 =========================  ======  ==============================================================
 
 Only references, digests, counts and times: never values, tokens, cursors or stamps (S0.4.1).
@@ -265,6 +267,21 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 60000)
 return tostring(wait)
 """
 
+# ARGV: prefix, now. Drops expired advertisements; returns {workers, slots}.
+_LIVE_SLOTS = """
+local now = ARGV[2]
+local workers, slots = P .. ':workers', P .. ':worker-slots'
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', workers, '-inf', now)) do
+  redis.call('HDEL', slots, w)
+end
+redis.call('ZREMRANGEBYSCORE', workers, '-inf', now)
+local total = 0
+local live = redis.call('ZRANGE', workers, 0, -1)
+for _, w in ipairs(live) do
+  total = total + (tonumber(redis.call('HGET', slots, w)) or 0)
+end
+return {#live, total}
+"""
 
 CALL_TIMEOUT_SECONDS = 5.0  # every script is a few O(log n) steps; 5 s means Redis is gone
 
@@ -307,6 +324,7 @@ class RedisQueue(KeyedQueue):
         self._renew = script(_PRELUDE + _RENEW)
         self._finish = script(_PRELUDE + _FINISH)
         self._take_token = script(_TAKE_TOKEN)
+        self._live_slots = script(_PRELUDE + _LIVE_SLOTS)
 
     # -- queueing ------------------------------------------------------------------------
 
@@ -493,6 +511,25 @@ class RedisQueue(KeyedQueue):
             for priority in Priority:
                 pipe.zcount(self._key(f"due:{int(priority)}"), "-inf", now)
             return sum(pipe.execute())
+
+    def dispatched_count(self) -> int:
+        return int(self._redis.zcard(self._key("dispatched")))
+
+    def advertise_slots(self, worker: str, slots: int, ttl: float) -> None:
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(self._key("workers"), {worker: self._clock() + ttl})
+            pipe.hset(self._key("worker-slots"), worker, slots)
+            pipe.execute()
+
+    def withdraw_slots(self, worker: str) -> None:
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self._key("workers"), worker)
+            pipe.hdel(self._key("worker-slots"), worker)
+            pipe.execute()
+
+    def live_slots(self) -> tuple[int, int]:
+        workers, slots = self._live_slots(args=[self._prefix, repr(self._clock())])
+        return int(workers), int(slots)
 
     def mark_generation(self) -> bool:
         """S8.4: SET NX; a missing marker means a new or lost store (returns False)."""
