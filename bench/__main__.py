@@ -61,6 +61,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--resync", type=int, default=30, help="P2/P3 resyncInterval, s (30)")
     parser.add_argument("--p3-samples", type=int, default=30, help="CRs per P3 measure (30)")
+    parser.add_argument(
+        "--p2-p3-workers",
+        type=int,
+        default=0,
+        help="P2/P3 scaled with this many workers (0: embedded)",
+    )
     parser.add_argument("--p5-delay-ms", type=float, default=50.0, help="P5 delivery delay (50)")
     parser.add_argument("--keep", action="store_true", help="keep a failed side's directory")
     options = parser.parse_args(argv)
@@ -71,8 +77,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--n is at least 2")
     if options.fetch_qps <= 0 or options.worker_concurrency < 1 or options.resync < 1:
         parser.error("--fetch-qps, --worker-concurrency and --resync are positive")
-    if options.p3_samples < 1 or options.p5_delay_ms < 0:
-        parser.error("--p3-samples is positive and --p5-delay-ms not negative")
+    if options.p3_samples < 1 or options.p5_delay_ms < 0 or options.p2_p3_workers < 0:
+        parser.error("--p3-samples is positive, --p5-delay-ms and --p2-p3-workers not negative")
     return options
 
 
@@ -97,6 +103,7 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
         resync_seconds=options.resync,
         p3_samples=options.p3_samples,
         p5_delay_ms=options.p5_delay_ms,
+        p2_p3_workers=options.p2_p3_workers,
         keep=options.keep,
     )
     with contextlib.ExitStack() as cleanup:
@@ -155,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             "resync_seconds": options.resync,
             "p3_samples": options.p3_samples,
             "p5_delay_ms": options.p5_delay_ms,
+            "p2_p3_workers": options.p2_p3_workers,
         },
         "scenarios": {},
         "notes": [],

@@ -131,11 +131,20 @@ def _with_reports(run: dict[str, Any]) -> str:
     return f"{measured} (reports {reports})"
 
 
+def mode_suffix(run: dict[str, Any]) -> str:
+    """P2/P3 run embedded unless told otherwise (and did before they recorded a mode)."""
+    mode = run.get("mode", "embedded")
+    return "" if mode == "embedded" else f", {mode}"
+
+
 def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
     if "period" not in p2:
         return []
     period, n = p2["period"], p2["n"]
-    where = f"P2 {fmt_n(n)}, resync {p2['resync_seconds']:g} s, window {period['seconds']:g} s"
+    where = (
+        f"P2 {fmt_n(n)}{mode_suffix(p2)}, resync {p2['resync_seconds']:g} s, "
+        f"window {period['seconds']:g} s"
+    )
     writes = ", ".join(f"{k}: {v}" for k, v in period["apiserver_writes"].items()) or "none"
     return [
         [
@@ -180,7 +189,7 @@ def p3_rows(p3: dict[str, Any]) -> list[list[str]]:
         bound_s = measured.get("bound_seconds")
         rows.append(
             [
-                f"P3 {fmt_n(n)}",
+                f"P3 {fmt_n(n)}{mode_suffix(p3)}",
                 f"{label}, p50 / p99 of {measured['samples']} CRs",
                 f"{fmt_seconds(measured['p50'])} / {fmt_seconds(measured['p99'])}",
                 "—" if bound_s is None else f"resync {TIMES} 1.1 = {fmt_seconds(bound_s)}",

@@ -60,6 +60,7 @@ class Options:
     resync_seconds: int = 30
     p3_samples: int = 30
     p5_delay_ms: float = 50.0
+    p2_p3_workers: int = 0  # embedded (the issue's P2/P3), or scaled with this many workers
     keep: bool = False  # keep a failed side's directory (logs, kubeconfig)
 
 
@@ -494,17 +495,20 @@ def p3_value_change(side: Side, crs: list[tuple[str, str]], timeout: float) -> l
 
 
 def p2_p3(bench: Bench, n: int, run_p2: bool, run_p3: bool) -> None:
-    """Embedded, CRs with resyncInterval = the resync option: cold start, settle, one idle
-    period (P2), then spec edits one at a time and one published value change (P3), all under
-    the resync load of the N CRs."""
-    period = bench.options.resync_seconds
+    """Embedded (or scaled with the p2_p3_workers option), CRs with resyncInterval = the resync
+    option: cold start, settle, one idle period (P2), then spec edits one at a time and one
+    published value change (P3), all under the resync load of the N CRs."""
+    period, workers = bench.options.resync_seconds, bench.options.p2_p3_workers
     name = "+".join(p for p, on in (("p2", run_p2), ("p3", run_p3)) if on)
-    with bench.side(f"{name}-embedded-{n}", n, 0, period, run_lines=True) as side:
+    with bench.side(
+        f"{name}-{mode_label(workers)}-{n}", n, workers, period, run_lines=True
+    ) as side:
         cold = cold_start(side, "P2/P3")
         seconds, settled = settle(side, period)
         log(f"{side.label}: settled in {seconds:.0f} s" + ("" if settled else " (gave up)"))
         common = {
             "n": n,
+            "mode": mode_label(workers),
             "resync_seconds": period,
             "cold_seconds": cold["seconds"],
             "settle_seconds": round(seconds, 1),
