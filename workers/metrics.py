@@ -295,11 +295,13 @@ class OperatorCollector(Collector):
         leader: Callable[[], bool],
         queues: Callable[[], Mapping[str, Any]],
         lifecycles: Callable[[], Mapping[str, int] | None],
+        worker_slots: Callable[[], int] | None = None,
     ) -> None:
         self.leader, self.queues, self.lifecycles = leader, queues, lifecycles
+        self.worker_slots = worker_slots  # scaled mode only (workers/broker_window.py)
 
     def describe(self) -> Iterable[Metric]:
-        return list(self._families())
+        return [*self._families(), *self._scaled_families()]
 
     def collect(self) -> Iterable[Metric]:
         leader_family, depth, workqueue_depth, secrets = self._families()
@@ -325,6 +327,23 @@ class OperatorCollector(Collector):
         for label, count in sorted(counts.items()):
             secrets.add_metric([label], float(count))
         yield secrets
+        if self.worker_slots is not None:
+            (slots_family,) = self._scaled_families()
+            slots = _safely(self.worker_slots, None)
+            if slots is not None:
+                slots_family.add_metric([], float(slots))
+            yield slots_family
+
+    def _scaled_families(self) -> tuple[GaugeMetricFamily, ...]:
+        if self.worker_slots is None:
+            return ()
+        return (
+            GaugeMetricFamily(
+                "hikyo_operator_worker_slots",
+                "Tasks the live Celery workers run at once, as they advertise it (scaled mode; "
+                "on the leader only). 0: no worker is running.",
+            ),
+        )
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, ...]:

@@ -195,7 +195,10 @@ class OperatorProcess:
     def metrics_collector(self) -> metrics.OperatorCollector:
         """What /metrics reads from this process at scrape time (S8.6)."""
         return metrics.OperatorCollector(
-            leader=self.is_leader, queues=self._metric_queues, lifecycles=self._lifecycles
+            leader=self.is_leader,
+            queues=self._metric_queues,
+            lifecycles=self._lifecycles,
+            worker_slots=self._worker_slots.slots if self._pool is None else None,
         )
 
     def _metric_queues(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.test_runner import KEY, Harness, _raising
 from workers import metrics, runner
+from workers.broker_window import WorkerSlots
 from workers.engine.conditions import SYNCED, Condition
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import Event
@@ -277,6 +278,33 @@ def test_the_operator_collector_reads_leader_depths_and_lifecycles_at_scrape_tim
     assert value(registry, "hikyo_operator_secrets", lifecycle="Other") == 1
     assert value(registry, "hikyo_operator_secrets", lifecycle="Unset") == 1
     assert CANARY not in generate_latest(registry).decode()
+
+
+def test_the_scaled_leader_serves_the_live_worker_slots(registry):
+    """0 says no worker is running: the leader hands out only its spare round of keys."""
+    queue = MemoryQueue()
+    leading = {"now": True}
+    registry.register(
+        OperatorCollector(
+            leader=lambda: leading["now"],
+            queues=lambda: {"hikyosecret": queue},
+            lifecycles=lambda: {},
+            worker_slots=WorkerSlots(queue, read_every=0.0).slots,
+        )
+    )
+    assert value(registry, "hikyo_operator_worker_slots") == 0
+    queue.advertise_slots("celery@a", 2, ttl=30)
+    queue.advertise_slots("celery@b", 4, ttl=30)
+    assert value(registry, "hikyo_operator_worker_slots") == 6
+    leading["now"] = False
+    assert registry.get_sample_value("hikyo_operator_worker_slots") is None
+
+
+def test_the_embedded_leader_serves_no_worker_slots(registry):
+    registry.register(
+        OperatorCollector(leader=lambda: True, queues=lambda: {}, lifecycles=lambda: {})
+    )
+    assert "hikyo_operator_worker_slots" not in generate_latest(registry).decode()
 
 
 class BrokenStore(MemoryQueue):
