@@ -51,17 +51,19 @@ class WorkerSlots:
         self.store, self.read_every, self.clock = store, read_every, clock
         self._read_at: float | None = None
         self._live: tuple[int, int] | None = None
+        self._lock = threading.Lock()  # both dispatchers and the /metrics scrape ask
 
     def slots(self) -> int:
-        now = self.clock()
-        if self._read_at is None or now - self._read_at >= self.read_every:
-            live = self.store.live_slots()  # a store error reaches the dispatcher, which says so
-            self._read_at = now
-            if live != self._live:
-                self._say(live)
-            self._live = live
-        assert self._live is not None
-        return self._live[1]
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.read_every:
+                live = self.store.live_slots()  # a store error reaches the caller, who says so
+                self._read_at = now
+                if live != self._live:
+                    self._say(live)
+                self._live = live
+            assert self._live is not None
+            return self._live[1]
 
     def free(self, queue: KeyedQueue) -> int:
         """How many more of ``queue``'s due keys may be handed out now."""
