@@ -50,7 +50,7 @@ def test_scaled_mode_converges_200_hikyosecrets_one_run_per_key(
         raw = dump_redis(redis_server.url)
         operator.start_worker("w1")
         operator.start_worker("w2")
-        wait_for(lambda: keyed.live_slots() == (2, 4), timeout=60, what="both workers' slots")
+        wait_for(lambda: keyed.live_slots() == (2, 4), timeout=300, what="both workers' slots")
         wait_for(
             lambda: ready_count(world) == 200,
             timeout=600,
