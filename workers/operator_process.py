@@ -29,7 +29,7 @@ from .broker_window import WorkerSlots
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
-from .queue.base import Ticket
+from .queue.base import Priority, Ticket
 from .report_gate import ReportGate
 from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
@@ -43,7 +43,10 @@ WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemo
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
 EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
 # Scaled mode: kombu's Redis transport keeps one list per priority step (0, 3, 6, 9) and a
-# worker pops them in that order; reconcile tasks carry none, which is 0, the first.
+# worker pops them in that order. A reconcile task carries its ticket's priority, so a first
+# sync sent after resyncs still runs before them (S4.1.6) among the keys already in the broker;
+# reports come last (S7.4). Rollout-only evaluations carry none, which is 0.
+RECONCILE_PRIORITY = {Priority.FIRST: 0, Priority.NORMAL: 3, Priority.RESYNC: 6}
 REPORT_PRIORITY = 9
 
 CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
@@ -409,7 +412,9 @@ def celery_sender(ticket: Ticket) -> None:
     from . import tasks
 
     task = tasks.reconcile_full if ticket.forced_full else tasks.reconcile
-    task.apply_async(args=list(ticket.key.as_args()))
+    task.apply_async(
+        args=list(ticket.key.as_args()), priority=RECONCILE_PRIORITY[Priority(ticket.priority)]
+    )
 
 
 def celery_rollout_sender(key: ObjectKey) -> None:

@@ -1,6 +1,8 @@
-"""S7.4 in scaled mode: a status report never delays a reconcile. The leader's report tasks go
-to the broker at its lowest priority, so a worker takes a waiting reconcile task before a report
-task sent earlier. Real Redis, the senders run_operator uses, and kombu's consumer."""
+"""Scaled mode's broker order. S7.4: a status report never delays a reconcile; the leader's
+report tasks go to the broker at its lowest priority, so a worker takes a waiting reconcile task
+before a report task sent earlier. S4.1.6: a reconcile task carries its ticket's priority, so a
+first sync sent after resyncs and retries runs before them. Real Redis, the senders
+run_operator uses, and kombu's consumer."""
 
 from __future__ import annotations
 
@@ -19,16 +21,18 @@ from workers.keys import ObjectKey
 from workers.operator_process import celery_report_sender, celery_sender
 from workers.queue.base import Priority, Ticket
 
-def ticket(name):
-    return Ticket(ObjectKey("apps", name, "uid-" + name), False, Priority.NORMAL)
+def ticket(name, priority=Priority.NORMAL):
+    return Ticket(ObjectKey("apps", name, "uid-" + name), False, priority)
 
 celery_report_sender(ticket("reported"))
-celery_sender(ticket("first"))
-celery_sender(ticket("second"))
+celery_sender(ticket("resynced", Priority.RESYNC))
+celery_sender(ticket("retried"))
+celery_sender(ticket("retried-too"))
+celery_sender(Ticket(ObjectKey("apps", "edited", "uid-edited"), True, Priority.FIRST))
 """
 
 
-def test_a_waiting_reconcile_task_is_taken_before_an_earlier_report(redis_server):
+def test_tasks_are_taken_first_syncs_first_and_reports_last(redis_server):
     url = redis_server.url.rsplit("/", 1)[0] + "/9"  # a database of its own
     redis.Redis.from_url(url).flushdb()
     env = {
@@ -51,13 +55,15 @@ def test_a_waiting_reconcile_task_is_taken_before_an_earlier_report(redis_server
     taken = []
     with Connection(url, transport_options={"socket_timeout": 10}) as connection:
         queue = connection.SimpleQueue("celery")
-        for _ in range(3):
+        for _ in range(5):
             message = queue.get(timeout=10)
             taken.append((message.headers["task"], json.loads(message.body)[0][1]))
             message.ack()
         queue.close()
     assert taken == [
-        ("hikyo.reconcile", "first"),
-        ("hikyo.reconcile", "second"),
+        ("hikyo.reconcile_full", "edited"),
+        ("hikyo.reconcile", "retried"),
+        ("hikyo.reconcile", "retried-too"),
+        ("hikyo.reconcile", "resynced"),
         ("hikyo.report_status", "reported"),
     ]
