@@ -285,7 +285,8 @@ NOTES = {
         "default 10/s per instance a cold start of 1,000 CRs would measure the S4.1.6 pace."
     ),
     "p2": (
-        "P2: embedded, every CR resyncInterval {resync} s; after the cold start, at least one "
+        "P2: embedded (scaled where the row says so), every CR resyncInterval {resync} s; "
+        "after the cold start, at least one "
         "period and until every CR is Synced=Current, then one window of resyncInterval "
         "{times} 1.1 (the jitter's upper bound, S4.16: an operator holding the interval runs "
         "every CR in it) with the bench idle. Writes = apiserver_request_total deltas of "
