@@ -7,7 +7,8 @@ sent early is run early whatever comes due later. Were every due key sent at onc
 start's messages would outwait the stale check and be sent twice (S8.4). So the leader keeps
 only a window of keys handed out (in the broker or running): every worker slot busy plus a
 spare round of messages, so no slot idles between two dispatcher rounds; the rest stays in the
-keyed queue, where the order is kept.
+keyed queue, where the order is kept. Within the window, each task's broker priority
+(``RECONCILE_PRIORITY`` in workers/operator_process.py) puts first syncs ahead of resyncs.
 
 Workers say how many tasks they run at once (``SlotAdvertiser``, from each worker's main
 process); the leader adds up the live ones (``WorkerSlots``). A worker that stops saying so
