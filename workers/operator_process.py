@@ -25,7 +25,7 @@ from k8s.watch import Resource, Watcher
 from k8s.watch_cache import WatchedReads, chain
 
 from . import metrics
-from .broker_window import WorkerSlots
+from .broker_window import WorkerSlots, window
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
@@ -341,9 +341,11 @@ class OperatorProcess:
         """Embedded: only as many reports as the pool runs at once leave the queue, and none
         while reconciles are backed up (the gate below). A due key taken beyond them would wait
         in the executor's own queue (a Future each: at thousands of CRs their heartbeats come
-        due together) and count as dispatched all that time."""
-        if self._report_pool is None:  # scaled: the reports' own window in the broker
-            free, slots = self._worker_slots.free(self.runtime.reports), self._worker_slots.slots()
+        due together) and count as dispatched all that time. Scaled: the reports' own window
+        in the broker (workers/broker_window.py), behind the same gate."""
+        if self._report_pool is None:
+            slots = self._worker_slots.slots()
+            free = window(slots) - self.runtime.reports.dispatched_count()
         else:
             with self._in_flight_lock:
                 free = EMBEDDED_REPORTERS - self._reports_in_flight
