@@ -62,6 +62,7 @@ from bench.apiserver import (  # noqa: E402
 from bench.common import bench_hikyosecret, create_bench_instance, status_kib  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
 from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
+from k8s.localcluster.ports import free_port  # noqa: E402
 
 NAMESPACE = "bench"
 KEYS = {f"KEY_{i}": f"value-{i}" for i in range(10)}
@@ -189,14 +190,6 @@ def external_secret(name: str, refresh_seconds: int) -> dict[str, Any]:
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

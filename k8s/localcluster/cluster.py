@@ -28,6 +28,7 @@ import yaml
 
 from .binaries import Binaries
 from .pki import Pki, create_pki
+from .ports import free_port
 
 START_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -82,12 +83,6 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _port_is_free(port: int) -> bool:

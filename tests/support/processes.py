@@ -10,7 +10,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,15 +20,12 @@ import psycopg
 import pytest
 import redis
 
+from k8s.localcluster.ports import free_port
 from tests.support.waiting import wait_for
 
+__all__ = ["free_port"]  # the harness's port chooser, re-exported for its callers
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def as_user(user: str | None) -> dict[str, Any]:
