@@ -32,7 +32,7 @@ from workers.engine.ports import (
 from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
 from .events import EventSink
 from .slim_api import AppsV1, AuthorizationV1, CoordinationV1, CoreV1, CustomObjects
-from .watch_cache import WatchedReads
+from .watch_cache import ServedReads
 from .workloads import workload_from
 
 log = logging.getLogger(__name__)
@@ -203,8 +203,9 @@ class KubeCluster:
 
     def __init__(self, api_client: client.ApiClient, events: EventSink | None = None) -> None:
         self.api_client = api_client
-        # The leader's watches (embedded mode) answer the reads they may (k8s.watch_cache).
-        self.watched: WatchedReads | None = None
+        # The reads the leader's watches answer (k8s.watch_cache): its own caches in embedded
+        # mode, what it publishes to the keyed-queue store in a scaled worker.
+        self.watched: ServedReads | None = None
         # Not the generated client.*Api classes: see k8s.slim_api.
         self.core = CoreV1(api_client)
         self.custom = CustomObjects(api_client)
@@ -428,7 +429,8 @@ class KubeCluster:
         would wait for that cache to confirm the newest etcd revision, ~70 ms after every write
         of ours (measured with bench/reconcile_cost.py). A list a moment stale can at most cause
         a repeated, identical stamp patch or an S6.5 verdict one evaluation late. The leader's
-        own workload watches hold the same records and answer first (k8s.watch_cache).
+        own workload watches hold the same records and answer first (k8s.watch_cache); in a
+        scaled worker, what the leader published answers when none opted in.
         """
         cached = self.watched.workloads.lookup(namespace) if self.watched is not None else None
         if cached is not None:

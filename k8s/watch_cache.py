@@ -15,8 +15,11 @@ The uncached reads the spec demands (the CR, the credential, the same-target lis
 the stamp root, the read-back) are not served here; the same-target list is the apiserver's at
 least as new as the CR's own read (k8s.gateway.KubeCluster.list_hikyosecrets_for_target).
 Until every watch feeding a cache has finished its first list, or once one of them stopped,
-the cache answers "not known" and the caller makes the request as before; so does a scaled
-worker, which has no watch.
+the cache answers "not known" and the caller makes the request as before.
+
+A scaled worker has no watch: the leader publishes what these caches hold to the keyed-queue
+store (workers.published_reads), and the worker's ``KubeCluster.watched`` reads it from there
+through the same two lookups (``ServedReads``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,26 @@ from workers.engine.ports import Workload
 from .workloads import workload_from
 
 OnEvent = Callable[[str, dict[str, Any], bool], None]
+
+
+class InstanceLookup(Protocol):
+    def lookup(self, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(known, the instance or None when it does not exist); (False, None) when the
+        answer cannot be vouched for and the caller must read the apiserver."""
+        ...
+
+
+class WorkloadLookup(Protocol):
+    def lookup(self, namespace: str) -> list[Workload] | None:
+        """The namespace's opted-in workloads; None when the caller must list them."""
+        ...
+
+
+class ServedReads(Protocol):
+    """What ``KubeCluster`` asks before it reads the apiserver (k8s.gateway)."""
+
+    instances: InstanceLookup
+    workloads: WorkloadLookup
 
 
 class _Fed(Protocol):
@@ -80,6 +103,18 @@ class InstanceCache:
             found = self._by_name.get(name)
         return True, copy.deepcopy(found) if found is not None else None
 
+    def ready(self) -> bool:
+        return self.feeds.ready()
+
+    def current(self, name: str) -> dict[str, Any] | None:
+        """The instance as the watch last saw it, ready or not (the publisher checks first)."""
+        with self._lock:
+            return self._by_name.get(name)
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return dict(self._by_name)
+
 
 class WorkloadCache:
     """Opted-in Deployments, StatefulSets and DaemonSets per namespace, reduced as the
@@ -115,6 +150,19 @@ class WorkloadCache:
             return None
         with self._lock:
             return list((self._by_namespace.get(namespace) or {}).values())
+
+    def ready(self) -> bool:
+        return self.feeds.ready()
+
+    def opted_in_count(self, namespace: str) -> int:
+        """How many workloads in ``namespace`` opt in to some target, ready or not."""
+        with self._lock:
+            return len(self._by_namespace.get(namespace) or {})
+
+    def opted_in_counts(self) -> dict[str, int]:
+        """Every namespace with an opted-in workload, with how many."""
+        with self._lock:
+            return {namespace: len(known) for namespace, known in self._by_namespace.items()}
 
 
 def chain(*handlers: OnEvent) -> OnEvent:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -35,6 +35,9 @@ from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
 from .sources import EventRouter
+
+if TYPE_CHECKING:  # scaled mode only imports it (and redis) at run time
+    from .published_reads import ReadsPublisher
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +125,7 @@ class OperatorProcess:
         self.stop_event = threading.Event()
         self._leading: threading.Event | None = None
         self.watchers: list[Watcher] = []
+        self._publisher: ReadsPublisher | None = None  # scaled: this term's published reads
         self.router: EventRouter | None = None
         self.elector: LeaderElector | None = None
         self.dispatcher: Any = None
@@ -230,20 +234,26 @@ class OperatorProcess:
             rollout_evaluation=self._rollouts.request if settings.trigger_rollouts else None,
             reports=self.runtime.reports if settings.status_reporting else None,
         )
-        # Embedded mode: this term's watches also answer the reads they may (issue 13); a
-        # scaled worker has no watch and reads as before.
-        watched = WatchedReads() if self.send_task is None else None
+        # This term's watches also answer the reads they may (issue 13): here in embedded
+        # mode, through the keyed-queue store for scaled workers (workers.published_reads).
+        watched = WatchedReads()
+        publisher = self._reads_publisher(watched, leading)
         self.watchers = []
         for resource, handler, feeds in self._resources(self.router):
-            if watched is not None and feeds:
-                handler = chain(watched.handler(feeds), handler)  # the cache before the router
+            if feeds:  # the cache, then what is published from it, then the router
+                published = [publisher.handler(feeds)] if publisher is not None else []
+                handler = chain(watched.handler(feeds), *published, handler)
             watcher = Watcher(self.api_client, resource, handler, leading)
-            if watched is not None and feeds:
+            if feeds:
                 watched.fed_by(feeds, watcher)
             self.watchers.append(watcher)
-        self.runtime.cluster.watched = watched
+        if self.send_task is None:
+            self.runtime.cluster.watched = watched
         for watcher in self.watchers:
             watcher.start()
+        if publisher is not None:
+            publisher.start()
+        self._publisher = publisher
         from .dispatcher import Dispatcher
 
         router = self.router
@@ -266,10 +276,27 @@ class OperatorProcess:
             )
             self.report_dispatcher.start()
 
+    def _reads_publisher(
+        self, watched: WatchedReads, leading: threading.Event
+    ) -> ReadsPublisher | None:
+        """Scaled mode on Redis: the publisher of this term's watched reads; else None."""
+        if self.send_task is None:
+            return None
+        from .queue.redis import RedisQueue  # scaled mode only: embedded never imports redis
+
+        if not isinstance(self.runtime.queue, RedisQueue):
+            return None  # a scaled leader over the memory queue (tests): workers read as before
+        from .published_reads import ReadsPublisher
+        from .queue.published import PublishedStore
+
+        return ReadsPublisher(PublishedStore.beside(self.runtime.queue), watched, leading)
+
     def _follow(self) -> None:
         if self._leading is not None:
             self._leading.set()
             self.runtime.cluster.watched = None  # the term's watches stop: read as before
+            if self._publisher is not None:
+                self._publisher.withdraw()  # the workers too, now rather than at its expiry
             for dispatcher in (self.dispatcher, self.report_dispatcher):
                 if dispatcher is not None:
                     dispatcher.wake()  # it sees the stop now, not after its tick

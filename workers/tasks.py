@@ -18,6 +18,9 @@ from controlplane.observations.recording import BackgroundRecorder
 from . import metrics
 from .celery_app import app
 from .keys import ObjectKey
+from .published_reads import PublishedReads
+from .queue.published import PublishedStore
+from .queue.redis import RedisQueue
 from .reporting import run_report
 from .runner import run_reconcile, run_rollout_evaluation
 from .runtime import Runtime, build_runtime
@@ -42,6 +45,9 @@ def worker_runtime() -> Runtime:
                 record=recorder,
                 record_report=recorder.report,
             )
+            # The leader's watched reads, published for workers (workers.published_reads).
+            if isinstance(runtime.queue, RedisQueue):
+                runtime.cluster.watched = PublishedReads(PublishedStore.beside(runtime.queue))
             # Runs settle keys here: backoff requeues and the keys they queue again (S8.6).
             runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
             runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)

@@ -326,6 +326,15 @@ class RedisQueue(KeyedQueue):
         self._take_token = script(_TAKE_TOKEN)
         self._live_slots = script(_PRELUDE + _LIVE_SLOTS)
 
+    @property
+    def client(self) -> redis.Redis:
+        """The bounded client, for the other stores that share this Redis (queue.published)."""
+        return self._redis
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
     # -- queueing ------------------------------------------------------------------------
 
     def add(

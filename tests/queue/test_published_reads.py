@@ -1,0 +1,271 @@
+"""Scaled mode's published watched reads (workers/published_reads.py, workers/queue/published.py;
+issue 13) on a real Redis: a worker trusts only what a live leader vouches for, an event is
+visible before the router could enqueue its run, a leader that stops (or loses the pointer to
+another) stops vouching, and nothing but instances and counts is stored."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import redis
+
+from k8s.localcluster.ports import free_port
+from k8s.watch_cache import WatchedReads
+from tests.support.operator_harness import dump_redis
+from tests.support.waiting import wait_for
+from workers.engine.ports import DEPLOYMENT
+from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
+from workers.queue.published import PublishedStore
+from workers.queue.redis import RedisQueue
+
+STAMP_CANARY = "v1:stamp-canary-4b1d"
+
+
+class FakeWatcher:
+    """A watch as the caches see it."""
+
+    def __init__(self) -> None:
+        self.synced = threading.Event()
+        self.synced.set()
+        self.alive = True
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+def _instance(name: str, uid: str = "i-1") -> dict:
+    return {
+        "apiVersion": "hikyo.dev/v1alpha1",
+        "kind": "HikyoInstance",
+        "metadata": {"name": name, "uid": uid, "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"url": "https://hikyo.example", "audience": "hikyo"},
+    }
+
+
+def _deployment(name: str, namespace: str, opt_in: str | None) -> dict:
+    annotations = {"hikyo.dev/secrets": opt_in} if opt_in else {}
+    template = {"metadata": {"annotations": {"stamp.hikyo.dev/app-env": STAMP_CANARY}}}
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "generation": 1,
+                     "annotations": annotations},
+        "spec": {"template": template},
+    }  # fmt: skip
+
+
+class Leader:
+    """One leader's term: its caches, fake watches, and the publisher the term starts."""
+
+    def __init__(self, store: PublishedStore, **publisher_options) -> None:
+        self.reads = WatchedReads()
+        self.instance_watch, self.deployment_watch = FakeWatcher(), FakeWatcher()
+        self.reads.fed_by(WatchedReads.INSTANCES, self.instance_watch)
+        self.reads.fed_by(DEPLOYMENT, self.deployment_watch)
+        self.stop = threading.Event()
+        self.publisher = ReadsPublisher(store, self.reads, self.stop, **publisher_options)
+
+    def instance_event(self, kind: str, obj: dict) -> None:
+        """What the operator chains: the cache, then the publisher (then the router)."""
+        self.reads.handler(WatchedReads.INSTANCES)(kind, obj, False)
+        self.publisher.handler(WatchedReads.INSTANCES)(kind, obj, False)
+
+    def deployment_event(self, kind: str, obj: dict) -> None:
+        self.reads.handler(DEPLOYMENT)(kind, obj, False)
+        self.publisher.handler(DEPLOYMENT)(kind, obj, False)
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, prefix: str) -> PublishedStore:
+    return PublishedStore(redis_client, prefix=prefix)
+
+
+@pytest.fixture
+def worker(store: PublishedStore) -> PublishedReads:
+    return PublishedReads(store)
+
+
+# -- the store ---------------------------------------------------------------------------
+
+
+def test_nothing_is_vouched_for_before_a_part_is_published(store: PublishedStore):
+    assert store.read(INSTANCES, "main") == (False, None)
+
+
+def test_a_published_part_answers_present_and_absent_fields(store: PublishedStore):
+    store.replace(INSTANCES, "t1", {"main": "{}"}, ttl=10)
+    assert store.read(INSTANCES, "main") == (True, "{}")
+    assert store.read(INSTANCES, "other") == (True, None)
+    assert store.read(WORKLOADS, "team") == (False, None)  # parts are vouched for apart
+
+
+def test_a_write_under_a_token_the_pointer_no_longer_names_is_refused(store: PublishedStore):
+    store.replace(INSTANCES, "t1", {}, ttl=10)
+    assert store.put(INSTANCES, "t1", "main", "{}")
+    store.replace(INSTANCES, "t2", {}, ttl=10)  # another leader, or this one anew
+    assert not store.put(INSTANCES, "t1", "late", "{}")
+    assert store.read(INSTANCES, "late") == (True, None)
+    assert store.read(INSTANCES, "main") == (True, None)  # t2's hash does not hold t1's write
+
+
+def test_a_field_written_into_an_empty_part_lives_only_as_long_as_the_pointer(
+    store: PublishedStore, redis_client: redis.Redis, prefix: str
+):
+    store.replace(WORKLOADS, "t1", {}, ttl=10)
+    assert store.put(WORKLOADS, "t1", "team", "2")
+    assert 0 < redis_client.pttl(f"{prefix}:view:{WORKLOADS}:t1") <= 10_000
+    assert store.put(WORKLOADS, "t1", "team", None)
+    assert store.read(WORKLOADS, "team") == (True, None)
+
+
+def test_refresh_renews_only_the_token_the_pointer_names(
+    store: PublishedStore, redis_client: redis.Redis, prefix: str
+):
+    store.replace(INSTANCES, "t1", {"main": "{}"}, ttl=1)
+    assert store.refresh(INSTANCES, "t1", ttl=60)
+    assert redis_client.pttl(f"{prefix}:view:{INSTANCES}") > 1_000
+    assert redis_client.pttl(f"{prefix}:view:{INSTANCES}:t1") > 1_000
+    assert not store.refresh(INSTANCES, "t0", ttl=60)
+
+
+def test_a_part_nobody_refreshes_expires_on_the_server(
+    store: PublishedStore, redis_client: redis.Redis, prefix: str
+):
+    store.replace(INSTANCES, "t1", {"main": "{}"}, ttl=0.2)
+    wait_for(lambda: store.read(INSTANCES, "main") == (False, None), timeout=5, interval=0.05,
+             what="the pointer's expiry")  # fmt: skip
+    assert not redis_client.exists(f"{prefix}:view:{INSTANCES}:t1")
+
+
+def test_withdrawing_an_old_token_leaves_the_new_one(store: PublishedStore):
+    store.replace(INSTANCES, "t1", {"main": "{}"}, ttl=10)
+    store.replace(INSTANCES, "t2", {"main": "{}"}, ttl=10)
+    store.withdraw(INSTANCES, "t1")
+    assert store.read(INSTANCES, "main") == (True, "{}")
+    store.withdraw(INSTANCES, "t2")
+    assert store.read(INSTANCES, "main") == (False, None)
+
+
+def test_the_store_shares_the_queue_s_redis_and_prefix(redis_client: redis.Redis, prefix: str):
+    beside = PublishedStore.beside(RedisQueue(redis_client, prefix=prefix))
+    beside.replace(INSTANCES, "t1", {"main": "{}"}, ttl=10)
+    assert PublishedStore(redis_client, prefix=prefix).read(INSTANCES, "main") == (True, "{}")
+
+
+# -- the leader's publisher and a worker's reads -----------------------------------------
+
+
+def test_a_worker_reads_nothing_until_the_watches_listed_and_the_publisher_ran(
+    store: PublishedStore, worker: PublishedReads
+):
+    leader = Leader(store)
+    leader.instance_watch.synced.clear()
+    leader.instance_event("ADDED", _instance("main"))
+    leader.publisher.tick()
+    assert worker.instances.lookup("main") == (False, None)  # the watch has not listed
+    assert worker.workloads.lookup("team") == []  # the workload watch has, with nothing
+    leader.instance_watch.synced.set()
+    leader.publisher.tick()
+    known, instance = worker.instances.lookup("main")
+    assert known and instance["metadata"]["uid"] == "i-1" and instance["spec"]["url"]
+    assert "managedFields" not in instance["metadata"]
+    assert worker.instances.lookup("gone") == (True, None)  # listed: it does not exist
+
+
+def test_an_event_is_published_before_the_router_could_enqueue_its_run(
+    store: PublishedStore, worker: PublishedReads
+):
+    leader = Leader(store)
+    leader.instance_event("ADDED", _instance("main"))
+    leader.publisher.tick()
+    leader.instance_event("DELETED", _instance("main"))  # no tick: the handler wrote it
+    assert worker.instances.lookup("main") == (True, None)
+    leader.instance_event("ADDED", _instance("main", uid="i-2"))  # recreated: a new instance
+    assert worker.instances.lookup("main")[1]["metadata"]["uid"] == "i-2"
+    assert worker.workloads.lookup("team") == []
+    leader.deployment_event("ADDED", _deployment("web", "team", opt_in="app-env"))
+    assert worker.workloads.lookup("team") is None  # one opted in: the worker lists them
+    leader.deployment_event("MODIFIED", _deployment("web", "team", opt_in=None))
+    assert worker.workloads.lookup("team") == []  # it stopped opting in
+
+
+def test_a_watch_that_stops_withdraws_its_part(store: PublishedStore, worker: PublishedReads):
+    leader = Leader(store)
+    leader.instance_event("ADDED", _instance("main"))
+    leader.publisher.tick()
+    leader.deployment_watch.alive = False
+    leader.publisher.tick()
+    assert worker.workloads.lookup("team") is None
+    assert worker.instances.lookup("main")[0]  # the instance watch still runs
+
+
+def test_the_end_of_the_term_withdraws_everything(store: PublishedStore, worker: PublishedReads):
+    leader = Leader(store)
+    leader.instance_event("ADDED", _instance("main"))
+    leader.publisher.start()
+    wait_for(lambda: worker.instances.lookup("main")[0], timeout=5, interval=0.05,
+             what="the first publication")  # fmt: skip
+    leader.stop.set()
+    leader.publisher.join(timeout=10)
+    assert not leader.publisher.is_alive()
+    assert worker.instances.lookup("main") == (False, None)
+    assert worker.workloads.lookup("team") is None
+
+
+def test_a_leader_that_lost_the_pointer_publishes_anew_and_misses_nothing(
+    store: PublishedStore, worker: PublishedReads
+):
+    old = Leader(store, refresh_every=0)
+    old.instance_event("ADDED", _instance("main"))
+    old.publisher.tick()
+    store.replace(INSTANCES, "someone-else", {}, ttl=10)  # another leader, or Redis emptied
+    old.instance_event("ADDED", _instance("second"))  # refused: the pointer is not its
+    assert worker.instances.lookup("second") == (True, None)
+    old.publisher.tick()  # the whole part again, under a new token
+    assert worker.instances.lookup("main")[0] and worker.instances.lookup("second")[1]
+
+
+def test_a_refresh_that_finds_another_token_takes_the_part_back(
+    store: PublishedStore, worker: PublishedReads
+):
+    leader = Leader(store, refresh_every=0)
+    leader.instance_event("ADDED", _instance("main"))
+    leader.publisher.tick()
+    store.withdraw(INSTANCES, leader.publisher.instances.token or "")  # e.g. Redis restarted
+    assert worker.instances.lookup("main") == (False, None)
+    leader.publisher.tick()
+    assert worker.instances.lookup("main")[1]["metadata"]["name"] == "main"
+
+
+def test_redis_holds_instances_and_counts_never_a_stamp(
+    store: PublishedStore, redis_server, redis_client: redis.Redis, prefix: str
+):
+    leader = Leader(store)
+    leader.instance_event("ADDED", _instance("main"))
+    leader.deployment_event("ADDED", _deployment("web", "team", opt_in="app-env"))
+    leader.publisher.tick()
+    raw = dump_redis(redis_server.url)
+    assert f"{prefix}:view:{WORKLOADS}" in raw and "https://hikyo.example" in raw
+    assert STAMP_CANARY not in raw and "managedFields" not in raw
+
+
+def test_an_unreachable_redis_is_said_once_without_its_url_and_workers_read_the_apiserver(
+    caplog: pytest.LogCaptureFixture,
+):
+    password = "redis-password-canary-93f1"
+    unreachable = redis.Redis.from_url(
+        f"redis://:{password}@127.0.0.1:{free_port()}/0", socket_timeout=1
+    )
+    store = PublishedStore(unreachable)
+    leader = Leader(store)
+    leader.instance_event("ADDED", _instance("main"))  # not published yet: nothing to write
+    with caplog.at_level(logging.DEBUG, logger="workers.published_reads"):
+        leader.publisher.tick()
+        leader.publisher.tick()
+        reads = PublishedReads(store)
+        assert reads.instances.lookup("main") == (False, None)
+        assert reads.workloads.lookup("team") is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "ConnectionError" in warnings[0].getMessage()
+    assert password not in caplog.text and "127.0.0.1" not in caplog.text
