@@ -15,6 +15,7 @@ from k8s.localcluster.ports import free_port
 from k8s.watch_cache import WatchedReads
 from tests.support.operator_harness import dump_redis
 from tests.support.waiting import wait_for
+from tests.support.watch_fakes import FakeWatcher, instance_object
 from workers.engine.ports import DEPLOYMENT
 from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
 from workers.queue.published import PublishedStore
@@ -23,25 +24,8 @@ from workers.queue.redis import RedisQueue
 STAMP_CANARY = "v1:stamp-canary-4b1d"
 
 
-class FakeWatcher:
-    """A watch as the caches see it."""
-
-    def __init__(self) -> None:
-        self.synced = threading.Event()
-        self.synced.set()
-        self.alive = True
-
-    def is_alive(self) -> bool:
-        return self.alive
-
-
 def _instance(name: str, uid: str = "i-1") -> dict:
-    return {
-        "apiVersion": "hikyo.dev/v1alpha1",
-        "kind": "HikyoInstance",
-        "metadata": {"name": name, "uid": uid, "managedFields": [{"manager": "kubectl"}]},
-        "spec": {"url": "https://hikyo.example", "audience": "hikyo"},
-    }
+    return instance_object(name, uid, managedFields=[{"manager": "kubectl"}])
 
 
 def _deployment(name: str, namespace: str, opt_in: str | None) -> dict:

@@ -4,33 +4,12 @@ runs; otherwise the gateway makes the request as before."""
 
 from __future__ import annotations
 
-import threading
-
 from kubernetes import client
 
 from k8s.gateway import KubeCluster
 from k8s.watch_cache import WatchedReads, chain
+from tests.support.watch_fakes import FakeWatcher, instance_object
 from workers.engine.ports import DEPLOYMENT, STATEFUL_SET
-
-
-class FakeWatcher:
-    def __init__(self, *, synced: bool = True, alive: bool = True) -> None:
-        self.synced = threading.Event()
-        if synced:
-            self.synced.set()
-        self.alive = alive
-
-    def is_alive(self) -> bool:
-        return self.alive
-
-
-def _instance(name: str, uid: str = "i-1") -> dict:
-    return {
-        "apiVersion": "hikyo.dev/v1alpha1",
-        "kind": "HikyoInstance",
-        "metadata": {"name": name, "uid": uid},
-        "spec": {"url": "https://hikyo.example", "audience": "hikyo"},
-    }
 
 
 def _deployment(name: str, uid: str, annotations: dict[str, str] | None) -> dict:
@@ -57,7 +36,7 @@ def _counting_cluster(asked: list[str]) -> KubeCluster:
 
     def get_instance(group: str, version: str, plural: str, name: str) -> dict:
         asked.append(f"get {name}")
-        return _instance(name, uid="from-the-apiserver")
+        return instance_object(name, uid="from-the-apiserver")
 
     cluster.custom.get_cluster_custom_object = get_instance  # type: ignore[method-assign]
     return cluster
@@ -68,11 +47,11 @@ def test_instances_are_known_only_once_the_watch_listed_and_while_it_runs():
     watcher = FakeWatcher(synced=False)
     watched.fed_by(WatchedReads.INSTANCES, watcher)
     feed = watched.handler(WatchedReads.INSTANCES)
-    feed("ADDED", _instance("main"), True)
+    feed("ADDED", instance_object("main"), True)
     assert watched.instances.lookup("main") == (False, None)  # not listed yet
     watcher.synced.set()
     known, found = watched.instances.lookup("main")
-    assert known and found == _instance("main")
+    assert known and found == instance_object("main")
     assert watched.instances.lookup("other") == (True, None)  # listed: it does not exist
     watcher.alive = False  # leadership ended, or the watch thread died
     assert watched.instances.lookup("main") == (False, None)
@@ -82,17 +61,17 @@ def test_an_instance_deleted_and_recreated_is_seen_as_such():
     watched = WatchedReads()
     watched.fed_by(WatchedReads.INSTANCES, FakeWatcher())
     feed = watched.handler(WatchedReads.INSTANCES)
-    feed("ADDED", _instance("main", uid="old"), True)
+    feed("ADDED", instance_object("main", uid="old"), True)
     feed("DELETED", {"metadata": {"name": "main", "uid": "old"}}, False)  # a tombstone
     assert watched.instances.lookup("main") == (True, None)
-    feed("ADDED", _instance("main", uid="new"), False)
+    feed("ADDED", instance_object("main", uid="new"), False)
     assert watched.instances.lookup("main")[1]["metadata"]["uid"] == "new"
 
 
 def test_a_caller_changing_its_instance_does_not_change_the_cache():
     watched = WatchedReads()
     watched.fed_by(WatchedReads.INSTANCES, FakeWatcher())
-    watched.handler(WatchedReads.INSTANCES)("ADDED", _instance("main"), True)
+    watched.handler(WatchedReads.INSTANCES)("ADDED", instance_object("main"), True)
     _, mine = watched.instances.lookup("main")
     mine["spec"]["url"] = "https://changed.example"
     assert watched.instances.lookup("main")[1]["spec"]["url"] == "https://hikyo.example"
@@ -138,9 +117,9 @@ def test_the_gateway_asks_the_caches_first_and_the_apiserver_otherwise():
     watcher = FakeWatcher()
     watched.fed_by(WatchedReads.INSTANCES, watcher)
     watched.fed_by(DEPLOYMENT, watcher)
-    watched.handler(WatchedReads.INSTANCES)("ADDED", _instance("main"), True)
+    watched.handler(WatchedReads.INSTANCES)("ADDED", instance_object("main"), True)
     cluster.watched = watched
-    assert cluster.get_instance("main") == _instance("main")
+    assert cluster.get_instance("main") == instance_object("main")
     assert cluster.get_instance("gone") is None
     assert cluster.list_workloads("team") == []
     assert asked == []  # all three answered by the watches
