@@ -44,6 +44,14 @@ def test_scaled_workers_read_the_instance_and_workload_counts_the_leader_publish
             timeout=120,
             what="the leader's published instance and workload counts",
         )
+        # The counters are the whole apiserver's: the namespace controller LISTs every kind
+        # in a namespace it deletes (earlier tests' teardowns), so wait until it has none.
+        wait_for(
+            lambda: not _terminating_namespaces(world.api_client),
+            timeout=300,
+            interval=1,
+            what="no namespace left terminating",
+        )
         before = request_totals(world.api_client)
         for index in range(N):
             world.create_cr(f"app-{index}", target={"name": f"app-env-{index}"})
@@ -53,7 +61,9 @@ def test_scaled_workers_read_the_instance_and_workload_counts_the_leader_publish
         delta.subtract(before)
         assert delta[("GET", "hikyosecrets")] >= N  # the workers did read (R0, uncached)
         assert delta[("GET", "hikyoinstances")] == 0, delta
-        assert {lists: delta[lists] for lists in WORKLOAD_LISTS} == dict.fromkeys(WORKLOAD_LISTS, 0)
+        assert {lists: delta[lists] for lists in WORKLOAD_LISTS} == dict.fromkeys(
+            WORKLOAD_LISTS, 0
+        ), _terminating_namespaces(world.api_client)
 
         # A workload opting in now: the leader publishes its count, so a worker lists the
         # namespace again. A spec edit changes app-0's content, and its reconcile stamps the
@@ -85,3 +95,8 @@ def test_scaled_workers_read_the_instance_and_workload_counts_the_leader_publish
 def _template_stamp(apps, world) -> str | None:
     deployment = apps.read_namespaced_deployment("web", world.namespace)
     return (deployment.spec.template.metadata.annotations or {}).get("stamp.hikyo.dev/app-env-0")
+
+
+def _terminating_namespaces(api_client) -> list[str]:
+    listed = client.CoreV1Api(api_client).list_namespace(_request_timeout=30)
+    return [ns.metadata.name for ns in listed.items if ns.status.phase == "Terminating"]
