@@ -93,12 +93,8 @@ class ReadsPublisher(threading.Thread):
     ) -> None:
         super().__init__(name="published-reads", daemon=True)
         self.store, self.stop_event = store, stop
-        self.ttl, self.refresh_every, self.clock, self.new_token = (
-            ttl,
-            refresh_every,
-            clock,
-            new_token,
-        )
+        self.ttl, self.refresh_every = ttl, refresh_every
+        self.clock, self.new_token = clock, new_token
         instances, workloads = reads.instances, reads.workloads
         self.instances = _Part(
             INSTANCES,
