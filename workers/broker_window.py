@@ -106,6 +106,7 @@ class SlotAdvertiser(threading.Thread):
         self.every, self.ttl = every, ttl
         self.stop_event = threading.Event()
         self.advertised = 0  # rounds that reached the store (tests wait on it)
+        self.withdrawn = False
         self._failing: str | None = None
 
     def run(self) -> None:
@@ -128,10 +129,17 @@ class SlotAdvertiser(threading.Thread):
         self.advertised += 1
 
     def stop(self) -> None:
+        """Stops advertising and withdraws the slots; once is enough (a worker calls it as its
+        shutdown begins and again as it ends)."""
+        if self.withdrawn:
+            return
         self.stop_event.set()
         if self.is_alive():
             self.join(timeout=6.0)  # a round in progress ends within the store's 5 s timeout
+        self.withdrawn = True
         try:
             self.store.withdraw_slots(self.worker)
         except Exception as error:  # it expires on its own within the TTL
             log.warning("cannot withdraw this worker's slots (%s)", type(error).__name__)
+            return
+        log.info("this worker's slots withdrawn")

@@ -7,7 +7,13 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_shutdown, worker_ready, worker_shutdown
+from celery.signals import (
+    worker_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from controlplane.boot import load_settings_or_exit
 
@@ -107,6 +113,14 @@ def _stop_serving_metrics(**_: Any) -> None:
     from workers import metrics
 
     metrics.shutdown(_metrics_server)
+
+
+@worker_shutting_down.connect
+def _withdraw_slots_as_shutdown_begins(**_: Any) -> None:
+    """A stopping worker takes no new task, so its slots are withdrawn as its shutdown begins
+    (SIGTERM), not once its last task has ended: a warm shutdown can outlast the pod's grace
+    period, and a SIGKILL then would leave its slots in the leader's window until their TTL."""
+    _withdraw_slots()
 
 
 @worker_shutdown.connect

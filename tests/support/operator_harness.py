@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -94,7 +95,9 @@ class Operator:
 
     def start_worker(self, name: str) -> Service:
         env = {**self.env, "HIKYO_OPERATOR_METRICS_ADDR": self._metrics_addr(name)}
-        service = Service(name, celery_worker(name), self.tmp / f"{name}.log", env).start()
+        service = Service(name, celery_worker(name), self.tmp / f"{name}.log", env)
+        service.stacks_signal = signal.SIGUSR1  # celery's "cry" handler
+        service.start()
         self.services.append(service)
         return service
 

@@ -53,6 +53,8 @@ class Service:
         self.cwd = cwd
         self.user = user  # run as this OS user (PostgreSQL refuses root)
         self.process: subprocess.Popen[bytes] | None = None
+        # A signal that makes the process log its threads' stacks (a celery worker: SIGUSR1).
+        self.stacks_signal: int | None = None
 
     def start(self) -> Service:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,9 +99,24 @@ class Service:
             return
         with contextlib.suppress(ProcessLookupError):
             self.process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._say_stuck()
         self.kill(signal.SIGKILL)
+
+    def _say_stuck(self) -> None:
+        """A process that outlasts its grace is a finding, not only something to kill: said in
+        its log and on stderr, with its threads' stacks when it can dump them."""
+        note = f"harness: {self.name} (pid {self.pid}) did not exit within 20 s of SIGTERM\n"
+        sys.stderr.write(note)
+        with self.log_path.open("a") as log:
+            log.write(note)
+        if self.stacks_signal is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, self.stacks_signal)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=3)  # time to write them
 
     def log(self) -> str:
         try:

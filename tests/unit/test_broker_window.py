@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_for
 from workers.broker_window import SPARE_MIN, SlotAdvertiser, WorkerSlots, window
 from workers.keys import ObjectKey
 from workers.queue.memory import MemoryQueue
@@ -66,6 +67,7 @@ class FlakyStore(MemoryQueue):
     def __init__(self) -> None:
         super().__init__()
         self.down = False
+        self.withdrawals = 0
 
     def advertise_slots(self, worker: str, slots: int, ttl: float) -> None:
         if self.down:
@@ -73,6 +75,7 @@ class FlakyStore(MemoryQueue):
         super().advertise_slots(worker, slots, ttl)
 
     def withdraw_slots(self, worker: str) -> None:
+        self.withdrawals += 1
         if self.down:
             raise ConnectionError("redis://:canary-password@redis:6379 refused")
         super().withdraw_slots(worker)
@@ -113,3 +116,26 @@ def test_stop_withdraws_or_leaves_the_advertisement_to_expire(down: bool, caplog
     assert store.live_slots() == ((1, 2) if down else (0, 0))
     assert ("cannot withdraw" in caplog.text) is down
     assert "canary-password" not in caplog.text
+
+
+def test_a_worker_withdraws_its_slots_once_as_its_shutdown_begins(monkeypatch, caplog):
+    """SIGTERM starts a warm shutdown (celery's worker_shutting_down): the worker takes no new
+    task from then on, and a SIGKILL at the end of the pod's grace period must not leave its
+    slots in the leader's window; the shutdown's end (worker_shutdown) does not withdraw again."""
+    from celery.signals import worker_shutdown, worker_shutting_down
+
+    from workers import celery_app
+
+    store = FlakyStore()
+    advertiser = SlotAdvertiser(store, "celery@a", 2, every=3600.0)
+    advertiser.start()
+    monkeypatch.setattr(celery_app, "_slot_advertiser", advertiser)
+    with caplog.at_level(logging.INFO, logger="workers.broker_window"):
+        wait_for(lambda: advertiser.advertised == 1, timeout=10, interval=0.01, what="a round")
+        assert store.live_slots() == (1, 2)
+        worker_shutting_down.send(sender="celery@a", sig="SIGTERM", how="Warm", exitcode=0)
+        assert store.live_slots() == (0, 0)
+        assert not advertiser.is_alive()  # it advertises no more
+        worker_shutdown.send(sender=None)
+    assert store.withdrawals == 1
+    assert "this worker's slots withdrawn" in caplog.text
