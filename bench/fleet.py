@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import redis as redis_client
 
 from bench.memory import TreeSampler, descendants, parent_pids
 from tests.support.operator_harness import Operator
@@ -97,6 +99,7 @@ class Fleet:
         # migrates the observation store (SQLite under tmp, or the fresh database)
         self.operator = Operator(tmp, kubeconfig, redis_url, database_url)
         self.operator.env.update(env)
+        self.redis_url = redis_url
         cleanup.callback(self.stop)
         self.sampler = TreeSampler()
         self._stopped = False
@@ -144,6 +147,13 @@ class Fleet:
     def dead(self) -> list[str]:
         """The services that have exited."""
         return [s.name for s in self.operator.services if not s.alive()]
+
+    def redis_commands(self) -> Counter[str]:
+        """Redis commands served so far, by command (``INFO commandstats``); none embedded."""
+        if self.redis_url is None:
+            return Counter()
+        info = redis_client.Redis.from_url(self.redis_url, socket_timeout=10).info("commandstats")
+        return Counter({name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in info.items()})
 
     def memory(self) -> list[dict[str, Any]]:
         self.sampler.sample()

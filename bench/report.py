@@ -239,7 +239,7 @@ def p5_rows(p5: dict[str, Any]) -> list[list[str]]:
         return []
     base = next((r["seconds"] for r in runs if r["workers"] == 1), None)
     workers = " → ".join(str(r["workers"]) for r in runs)
-    return [
+    rows = [
         [
             f"P5 {fmt_n(p5['n'])}",
             f"cold → all Ready, {workers} workers, {p5['delay_ms']:g} ms per delivery",
@@ -248,6 +248,17 @@ def p5_rows(p5: dict[str, Any]) -> list[list[str]]:
             " / ".join(fmt_ratio(speedup(base, r["seconds"])) for r in runs if r["workers"] != 1),
         ]
     ]
+    if all("redis_total_per_cr" in r for r in runs):  # runs recorded before it have none
+        rows.append(
+            [
+                f"P5 {fmt_n(p5['n'])}",
+                f"Redis commands per CR until all Ready, {workers} workers (Lua's own included)",
+                " → ".join(fmt_count(r["redis_total_per_cr"]) for r in runs),
+                "—",
+                "—",
+            ]
+        )
+    return rows
 
 
 def p7_rows(p7: dict[str, Any]) -> list[list[str]]:

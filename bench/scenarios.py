@@ -183,6 +183,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         fleet.start_workers()
     workers_boot = time.monotonic() - booting
     before, seen = request_counts(api), len(hikyo.requests)
+    redis_before = fleet.redis_commands()
     side.tracker = tracker = ReadyTracker(api).start_and_wait()
     started = time.monotonic()
     fleet.start_leader()
@@ -201,6 +202,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
     )
     seconds = done - started
     delta = request_counts(api) - before
+    redis_delta = fleet.redis_commands() - redis_before
     scraped = time.monotonic()
     # Reports yield to reconciles (S7.4), so most are sent after the last CR is Ready: when
     # every CR's first one has been answered is the cold start's other end.
@@ -235,6 +237,10 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         "apiserver": (table := request_table(delta)),
         "apiserver_total": sum(table.values()),
         "hikyo": dict(sorted(Counter(f"{r.method} {r.status}" for r in answered).items())),
+        # Scaled: every process's Redis commands until all Ready (the keyed queue, the broker,
+        # the published reads), per CR: what a round trip more or less per reconcile costs.
+        "redis_per_cr": {k: round(v / n, 2) for k, v in redis_delta.most_common()},
+        "redis_total_per_cr": round(sum(redis_delta.values()) / n, 2),
         "memory": memory,
     }
 
@@ -562,7 +568,8 @@ def p5(bench: Bench, n: int) -> dict[str, Any]:
     for workers in P5_WORKERS:
         with bench.side(f"p5-{workers}w-{n}", n, workers, delivery_delay=delay) as side:
             run = cold_start(side, "P5")
-        out["runs"].append({"workers": workers, "seconds": run["seconds"], "memory": run["memory"]})
+        kept = ("seconds", "memory", "redis_total_per_cr", "redis_per_cr")
+        out["runs"].append({"workers": workers, **{k: run[k] for k in kept}})
     base = out["runs"][0]["seconds"]
     out["speedup"] = {str(r["workers"]): speedup(base, r["seconds"]) for r in out["runs"]}
     return out

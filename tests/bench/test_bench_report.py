@@ -144,9 +144,9 @@ def results() -> dict:
                 "n": 300,
                 "delay_ms": 50.0,
                 "runs": [
-                    {"workers": 1, "seconds": 38.0},
-                    {"workers": 2, "seconds": 19.0},
-                    {"workers": 4, "seconds": 10.0},
+                    {"workers": 1, "seconds": 38.0, "redis_total_per_cr": 83.61},
+                    {"workers": 2, "seconds": 19.0, "redis_total_per_cr": 82.84},
+                    {"workers": 4, "seconds": 10.0, "redis_total_per_cr": 84.29},
                 ],
             },
             "p7": {
@@ -200,6 +200,9 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     assert p4 == ["operator 139.0 MiB", "128 MiB each", "largest 1.09\u00d7"]
     p5 = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300")
     assert p5 == ["38.0 s → 19.0 s → 10.0 s", "ideal 2\u00d7 / 4\u00d7", "2.00\u00d7 / 3.80\u00d7"]
+    redis_figure = "Redis commands per CR until all Ready, 1 → 2 → 4 workers (Lua's own included)"
+    redis_commands = by_figure[("P5 N = 300", redis_figure)]
+    assert redis_commands[0] == "83.61 → 82.84 → 84.29"
     p7 = by_figure[
         (
             "P7 N = 1,000",
