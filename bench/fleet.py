@@ -148,6 +148,14 @@ class Fleet:
         """The services that have exited."""
         return [s.name for s in self.operator.services if not s.alive()]
 
+    def cpu_roots(self) -> dict[int, str]:
+        """pid -> kind for bench.cpu: run_operator, and the workers (their pool children too)."""
+        return {
+            s.pid: "celery workers" if s.name.startswith("worker-") else "run_operator"
+            for s in self.operator.services
+            if s.process is not None
+        }
+
     def redis_commands(self) -> Counter[str]:
         """Redis commands served so far, by command (``INFO commandstats``); none embedded."""
         if self.redis_url is None:

@@ -248,6 +248,19 @@ def p5_rows(p5: dict[str, Any]) -> list[list[str]]:
             " / ".join(fmt_ratio(speedup(base, r["seconds"])) for r in runs if r["workers"] != 1),
         ]
     ]
+    if all(r.get("cores_busy") is not None for r in runs):  # runs recorded before it have none
+        most = runs[-1]
+        spent = ", ".join(f"{kind} {s:.1f} s" for kind, s in most["cpu_seconds"].items())
+        rows.append(
+            [
+                f"P5 {fmt_n(p5['n'])}",
+                f"CPU until all Ready: share of the cores busy, {workers} workers; CPU-s by "
+                f"process, {most['workers']} workers",
+                " → ".join(f"{r['cores_busy']:.0%}" for r in runs) + f"; {spent}",
+                "—",
+                "—",
+            ]
+        )
     if all("redis_total_per_cr" in r for r in runs):  # runs recorded before it have none
         rows.append(
             [

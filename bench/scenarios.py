@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import shutil
 import sys
 import time
@@ -22,6 +23,7 @@ from bench.apiserver import (
     measure_period,
     request_counts,
 )
+from bench.cpu import CpuSnapshot, busy_share
 from bench.fleet import Databases, Fleet
 from bench.report import per_cr, percentile, ratio, speedup
 from bench.tracking import (
@@ -185,6 +187,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
     before, seen = request_counts(api), len(hikyo.requests)
     redis_before = fleet.redis_commands()
     side.tracker = tracker = ReadyTracker(api).start_and_wait()
+    cpu_before = CpuSnapshot(fleet.cpu_roots())
     started = time.monotonic()
     fleet.start_leader()
     up = time.monotonic() - started
@@ -201,6 +204,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         progress,
     )
     seconds = done - started
+    cpu = CpuSnapshot(fleet.cpu_roots()).since(cpu_before)
     delta = request_counts(api) - before
     redis_delta = fleet.redis_commands() - redis_before
     scraped = time.monotonic()
@@ -240,6 +244,9 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         # Scaled: every process's Redis commands until all Ready (the keyed queue, the broker,
         # the published reads), per CR: what a round trip more or less per reconcile costs.
         "redis_per_cr": {k: round(v / n, 2) for k, v in redis_delta.most_common()},
+        # Until all Ready, by kind of process (bench.cpu): on busy cores, what limits the run.
+        "cpu_seconds": cpu,
+        "cores_busy": busy_share(cpu, seconds, os.cpu_count()),
         "redis_total_per_cr": round(sum(redis_delta.values()) / n, 2),
         "memory": memory,
     }
@@ -560,6 +567,10 @@ def summary(latencies: list[float], bound: float | None) -> dict[str, Any]:
 # --- P5 ----------------------------------------------------------------------------------------
 
 
+# What P5 keeps of each cold start: its time, memory, and what it cost (Redis, CPU).
+P5_KEPT = ("seconds", "memory", "redis_total_per_cr", "redis_per_cr", "cpu_seconds", "cores_busy")
+
+
 def p5(bench: Bench, n: int) -> dict[str, Any]:
     """Scaled cold starts with 1, 2 and 4 workers while every delivery answer is held back."""
     delay = bench.options.p5_delay_ms / 1000
@@ -568,8 +579,7 @@ def p5(bench: Bench, n: int) -> dict[str, Any]:
     for workers in P5_WORKERS:
         with bench.side(f"p5-{workers}w-{n}", n, workers, delivery_delay=delay) as side:
             run = cold_start(side, "P5")
-        kept = ("seconds", "memory", "redis_total_per_cr", "redis_per_cr")
-        out["runs"].append({"workers": workers, **{k: run[k] for k in kept}})
+        out["runs"].append({"workers": workers, **{k: run[k] for k in P5_KEPT}})
     base = out["runs"][0]["seconds"]
     out["speedup"] = {str(r["workers"]): speedup(base, r["seconds"]) for r in out["runs"]}
     return out

@@ -144,9 +144,27 @@ def results() -> dict:
                 "n": 300,
                 "delay_ms": 50.0,
                 "runs": [
-                    {"workers": 1, "seconds": 38.0, "redis_total_per_cr": 83.61},
-                    {"workers": 2, "seconds": 19.0, "redis_total_per_cr": 82.84},
-                    {"workers": 4, "seconds": 10.0, "redis_total_per_cr": 84.29},
+                    {
+                        "workers": 1,
+                        "seconds": 38.0,
+                        "redis_total_per_cr": 83.61,
+                        "cores_busy": 0.4,
+                        "cpu_seconds": {"kube-apiserver": 11.0},
+                    },
+                    {
+                        "workers": 2,
+                        "seconds": 19.0,
+                        "redis_total_per_cr": 82.84,
+                        "cores_busy": 0.755,
+                        "cpu_seconds": {"kube-apiserver": 10.0},
+                    },
+                    {
+                        "workers": 4,
+                        "seconds": 10.0,
+                        "redis_total_per_cr": 84.29,
+                        "cores_busy": 0.97,
+                        "cpu_seconds": {"kube-apiserver": 8.2, "celery workers": 7.5},
+                    },
                 ],
             },
             "p7": {
@@ -203,6 +221,8 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     redis_figure = "Redis commands per CR until all Ready, 1 → 2 → 4 workers (Lua's own included)"
     redis_commands = by_figure[("P5 N = 300", redis_figure)]
     assert redis_commands[0] == "83.61 → 82.84 → 84.29"
+    cpu = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300" and "CPU" in k[1])
+    assert cpu[0] == "40% → 76% → 97%; kube-apiserver 8.2 s, celery workers 7.5 s"
     p7 = by_figure[
         (
             "P7 N = 1,000",
