@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import redis
@@ -18,6 +20,7 @@ from tests.support.waiting import wait_for
 from tests.support.watch_fakes import FakeWatcher, instance_object
 from workers.engine.ports import DEPLOYMENT
 from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
+from workers.queue.memory import MemoryQueue
 from workers.queue.published import PublishedStore
 from workers.queue.redis import RedisQueue
 
@@ -172,6 +175,78 @@ def test_an_event_is_published_before_the_router_could_enqueue_its_run(
     assert worker.workloads.lookup("team") is None  # one opted in: the worker lists them
     leader.deployment_event("MODIFIED", _deployment("web", "team", opt_in=None))
     assert worker.workloads.lookup("team") == []  # it stopped opting in
+
+
+def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
+    redis_client: redis.Redis, prefix: str, worker: PublishedReads, monkeypatch
+):
+    """OperatorProcess._lead, not a helper: a scaled leader on Redis chains each instance
+    event to its cache, then the publisher, then the router, so a run the router enqueues at
+    once already reads what the event brought. Its watches, CRD check and dispatchers are
+    stand-ins (they need an apiserver); the router records what a worker reads as it is called."""
+    from workers import dispatcher, operator_process
+
+    seen: list[tuple[bool, dict | None]] = []
+    watches: dict[str, Any] = {}
+
+    class RecordingRouter:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def on_instance(self, kind: str, obj: dict, initial: bool) -> None:
+            seen.append(worker.instances.lookup(obj["metadata"]["name"]))
+
+        on_secret = on_workload = on_instance
+
+    class ListedWatch(FakeWatcher):
+        def __init__(self, api_client: Any, resource: Any, handler: Any, stop: Any) -> None:
+            super().__init__()
+            self.handler = handler
+            watches[resource.description] = self
+
+        def start(self) -> None:
+            pass
+
+    class Idle:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.problem, self.store_error = None, None
+
+        def start(self) -> None:
+            pass
+
+        def wake(self) -> None:
+            pass
+
+    monkeypatch.setattr(operator_process, "EventRouter", RecordingRouter)
+    monkeypatch.setattr(operator_process, "Watcher", ListedWatch)
+    monkeypatch.setattr(operator_process, "ServedCrdCheck", Idle)
+    monkeypatch.setattr(dispatcher, "Dispatcher", Idle)
+    settings = SimpleNamespace(
+        operator_namespace="hikyo-system",
+        trigger_rollouts=False,
+        status_reporting=False,
+        namespaces=(),
+    )
+    runtime = SimpleNamespace(
+        queue=RedisQueue(redis_client, prefix=prefix),
+        reports=MemoryQueue(),
+        settings=settings,
+        cluster=SimpleNamespace(api_client=None, watched=None),
+    )
+    process = operator_process.OperatorProcess(
+        runtime, send_task=lambda ticket: None, leader_election=False
+    )
+    process.start()
+    try:
+        wait_for(lambda: worker.instances.lookup("main") == (True, None), timeout=10,
+                 interval=0.05, what="the first publication of the listed instances")  # fmt: skip
+        watches["hikyoinstances"].handler("ADDED", _instance("main"), False)
+    finally:
+        process.stop()
+    assert len(seen) == 1
+    known, instance = seen[0]
+    assert known and instance is not None and instance["metadata"]["uid"] == "i-1"
+    assert worker.instances.lookup("main") == (False, None)  # withdrawn as the term ended
 
 
 def test_a_watch_that_stops_withdraws_its_part(store: PublishedStore, worker: PublishedReads):
