@@ -110,6 +110,9 @@ class ReadsPublisher(threading.Thread):
         )
         self._lock = threading.Lock()  # events and the thread write the same parts
         self._failing: str | None = None  # the error type while Redis refuses, said once
+        # This term's number (workers.queue.published), taken at the first publication.
+        self.term: int | None = None
+        self._outranked = False  # a newer term's leader publishes: said once
 
     # -- the watch side ------------------------------------------------------------------
 
@@ -169,9 +172,20 @@ class ReadsPublisher(threading.Thread):
                 part.refreshed_at = now
                 return
             # the pointer names another token (another leader, a store restarted empty)
-        old, token = part.token, self.new_token()
+        if self.term is None:
+            self.term = self.store.next_term()
+        old, token = part.token, f"{self.term}.{self.new_token()}"
         fields = part.snapshot()
-        self.store.replace(part.name, token, fields, self.ttl)
+        if not self.store.replace(part.name, token, fields, self.ttl):
+            # A newer term's leader publishes it (a Lease handover this process has not seen
+            # yet): never taken back from it; tried again each tick until this term ends.
+            if old is not None:
+                self.store.withdraw(part.name, old)  # its hash, now no reader's
+            part.token, part.dirty = None, True
+            if not self._outranked:
+                log.info("a newer leader publishes the watched reads; leaving them to it")
+            self._outranked = True
+            return
         part.token, part.dirty, part.refreshed_at = token, False, now
         if old is not None:
             self.store.withdraw(part.name, old)

@@ -125,6 +125,17 @@ def test_a_part_nobody_refreshes_expires_on_the_server(
     assert not redis_client.exists(f"{prefix}:view:{INSTANCES}:t1")
 
 
+def test_a_part_is_never_replaced_over_a_newer_term_s_pointer(store: PublishedStore):
+    assert store.next_term() < store.next_term()
+    assert store.replace(INSTANCES, "2.b", {"main": "2"}, ttl=10)
+    assert not store.replace(INSTANCES, "1.a", {"main": "1"}, ttl=10)
+    assert store.read(INSTANCES, "main") == (True, "2")
+    assert store.replace(INSTANCES, "2.c", {"main": "2c"}, ttl=10)  # the same term: its own
+    assert store.replace(INSTANCES, "10.d", {"main": "10"}, ttl=10)  # numbers, not text
+    assert not store.replace(INSTANCES, "9.e", {}, ttl=10)
+    assert store.read(INSTANCES, "main") == (True, "10")
+
+
 def test_withdrawing_an_old_token_leaves_the_new_one(store: PublishedStore):
     store.replace(INSTANCES, "t1", {"main": "{}"}, ttl=10)
     store.replace(INSTANCES, "t2", {"main": "{}"}, ttl=10)
@@ -273,16 +284,43 @@ def test_the_end_of_the_term_withdraws_everything(store: PublishedStore, worker:
 
 
 def test_a_leader_that_lost_the_pointer_publishes_anew_and_misses_nothing(
-    store: PublishedStore, worker: PublishedReads
+    store: PublishedStore, worker: PublishedReads, redis_client: redis.Redis, prefix: str
 ):
     old = Leader(store, refresh_every=0)
     old.instance_event("ADDED", _instance("main"))
     old.publisher.tick()
-    store.replace(INSTANCES, "someone-else", {}, ttl=10)  # another leader, or Redis emptied
+    redis_client.delete(f"{prefix}:view:{INSTANCES}")  # say Redis restarted empty
+    assert store.replace(INSTANCES, "someone-else", {}, ttl=10)  # a token of no term: 0
     old.instance_event("ADDED", _instance("second"))  # refused: the pointer is not its
     assert worker.instances.lookup("second") == (True, None)
     old.publisher.tick()  # the whole part again, under a new token
     assert worker.instances.lookup("main")[0] and worker.instances.lookup("second")[1]
+
+
+def test_in_a_lease_handover_the_old_leader_never_takes_the_part_back(
+    store: PublishedStore, worker: PublishedReads, caplog
+):
+    """Until the old leader sees its term end (the Lease's renew deadline), it still ticks and
+    gets events; the newer term's view stays the one workers read, and the old one takes over
+    only once nobody newer vouches."""
+    old = Leader(store, refresh_every=0)
+    old.instance_event("ADDED", _instance("main", uid="old-view"))
+    old.publisher.tick()
+    new = Leader(store, refresh_every=0)
+    new.instance_event("ADDED", _instance("main", uid="new-view"))
+    new.publisher.tick()
+    assert (old.publisher.term or 0) < (new.publisher.term or 0)
+    with caplog.at_level(logging.INFO, logger="workers.published_reads"):
+        for _ in range(3):
+            old.instance_event("MODIFIED", _instance("main", uid="old-view"))
+            old.publisher.tick()
+            assert worker.instances.lookup("main")[1]["metadata"]["uid"] == "new-view"
+    said = [r.getMessage() for r in caplog.records if "newer leader" in r.getMessage()]
+    assert said == ["a newer leader publishes the watched reads; leaving them to it"]  # once
+    new.stop.set()
+    new.publisher.withdraw()  # the new term ended first (say it lost Redis): none is newer
+    old.publisher.tick()
+    assert worker.instances.lookup("main")[1]["metadata"]["uid"] == "old-view"
 
 
 def test_a_refresh_that_finds_another_token_takes_the_part_back(

@@ -7,7 +7,15 @@ stops vouching within ``ttl``. Every write checks the pointer first: an event wr
 hash nobody points at any more, or into another leader's, is refused and the leader writes
 the whole part again under a new token.
 
-Keys: ``<prefix>:view:<part>`` (the token) and ``<prefix>:view:<part>:<token>`` (the hash).
+A token starts with its leader's *term* (``<term>.<random>``), a number each publisher takes
+once from a counter here as its term of leadership begins: a whole part is never written over
+a newer term's pointer, so during a Lease handover the leader that has not yet seen its term
+end cannot take the part back from its successor (it is refused until it steps down). Only a
+Redis that lost the counter can hand a new leader a lower term; then the old one keeps the
+part until it steps down, as both would without terms.
+
+Keys: ``<prefix>:view:<part>`` (the token), ``<prefix>:view:<part>:<token>`` (the hash) and
+``<prefix>:view:term`` (the counter).
 Only what the watches may cache goes here (k8s.watch_cache): instance objects, which hold no
 credential (S1.1.2), and per-namespace counts of opted-in workloads. Never a value, token,
 cursor or stamp.
@@ -23,6 +31,20 @@ from .redis import RedisQueue, bounded
 
 _PRELUDE = """
 local pointer = ARGV[1] .. ':view:' .. ARGV[2]
+"""
+
+# ARGV: prefix, part, token, ttl ms, then field, value, ... -> 1 when written (the hash, then
+# the pointer to it); 0 when the pointer names a newer term's token, and nothing was written
+_REPLACE = """
+local function term(token) return tonumber(string.match(token, '^(%d+)%.')) or 0 end
+local current = redis.call('GET', pointer)
+if current and term(current) > term(ARGV[3]) then return 0 end
+local hash = pointer .. ':' .. ARGV[3]
+redis.call('DEL', hash)
+for i = 5, #ARGV, 2 do redis.call('HSET', hash, ARGV[i], ARGV[i + 1]) end
+if #ARGV > 4 then redis.call('PEXPIRE', hash, ARGV[4]) end
+redis.call('SET', pointer, ARGV[3], 'PX', ARGV[4])
+return 1
 """
 
 # ARGV: prefix, part, token, ttl ms -> 1 when the pointer still named token (both renewed)
@@ -73,6 +95,7 @@ class PublishedStore:
         self._redis = bounded(client)
         self._prefix = prefix
         script = client.register_script
+        self._replace = script(_PRELUDE + _REPLACE)
         self._refresh = script(_PRELUDE + _REFRESH)
         self._put = script(_PRELUDE + _PUT)
         self._withdraw = script(_PRELUDE + _WITHDRAW)
@@ -88,17 +111,17 @@ class PublishedStore:
 
     # -- the leader ----------------------------------------------------------------------
 
-    def replace(self, part: str, token: str, fields: Mapping[str, str], ttl: float) -> None:
-        """The whole part under ``token``, then the pointer to it, in one transaction."""
-        pointer, millis = self._pointer(part), max(1, int(ttl * 1000))
-        hash_key = f"{pointer}:{token}"
-        with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(hash_key)
-            if fields:
-                pipe.hset(hash_key, mapping=dict(fields))
-                pipe.pexpire(hash_key, millis)
-            pipe.set(pointer, token, px=millis)
-            pipe.execute()
+    def next_term(self) -> int:
+        """A number higher than any publisher took before (as long as Redis keeps it)."""
+        return int(self._redis.incr(f"{self._prefix}:view:term"))
+
+    def replace(self, part: str, token: str, fields: Mapping[str, str], ttl: float) -> bool:
+        """The whole part under ``token``, then the pointer to it, in one step; False when the
+        pointer names a newer term's token (``<term>.<random>``; a token without a term counts
+        as term 0), and nothing was written."""
+        millis = max(1, int(ttl * 1000))
+        pairs = [text for field, value in fields.items() for text in (field, value)]
+        return bool(self._replace(args=[self._prefix, part, token, millis, *pairs]))
 
     def put(self, part: str, token: str, field: str, value: str | None) -> bool:
         """One field set (or deleted when ``value`` is None); False when ``token`` is no longer
