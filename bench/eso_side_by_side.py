@@ -442,7 +442,13 @@ RUN_LINE = re.compile(r"run (\S+) uid=(\S+) start=([\d.]+) end=([\d.]+) outcome=
 
 
 def run_ours(
-    hikyo: DevServer, scope: tuple[str, str, str], n: int, refresh: int, tmp: Path, timeout: float
+    hikyo: DevServer,
+    scope: tuple[str, str, str],
+    n: int,
+    refresh: int,
+    tmp: Path,
+    timeout: float,
+    fetch_qps: float | None = None,
 ) -> Side:
     from k8s.crd_manifests import install_crds
 
@@ -467,6 +473,9 @@ def run_ours(
         )
         health = free_port()
         env = operator_env(cluster.kubeconfig, tmp / "ours-data", health)
+        if fetch_qps is not None:  # S4.1.6's pace per instance, raised as the main bench does
+            env["HIKYO_OPERATOR_FETCH_QPS"] = f"{fetch_qps:g}"
+            env["HIKYO_OPERATOR_FETCH_BURST"] = str(max(1, int(fetch_qps * 2)))
         manage = [sys.executable, str(REPO / "manage.py")]
         subprocess.run(
             [*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True, timeout=300
@@ -579,9 +588,16 @@ def main() -> None:
     parser.add_argument("--refresh", type=int, default=30, help="refresh/resync period, seconds")
     parser.add_argument("--ours", action="store_true", help="also run our embedded operator")
     parser.add_argument("--eso-concurrent", type=int, default=1)
+    parser.add_argument(
+        "--fetch-qps",
+        type=float,
+        help="ours: HIKYO_OPERATOR_FETCH_QPS (burst twice that); default: the operator's own",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="P1 limit per side, s")
     parser.add_argument("--json", type=Path, default=REPO / "var" / "bench" / "eso.json")
     args = parser.parse_args()
+    if args.fetch_qps is not None and args.fetch_qps <= 0:
+        parser.error("--fetch-qps is positive")
 
     started = time.monotonic()
     build = build_eso(progress=lambda line: print(line, file=sys.stderr))
@@ -595,7 +611,9 @@ def main() -> None:
         )
         hikyo.add_credential(TOKEN, *scope, grants={"read"})
         if args.ours:
-            sides.append(run_ours(hikyo, scope, args.n, args.refresh, tmp, args.timeout))
+            sides.append(
+                run_ours(hikyo, scope, args.n, args.refresh, tmp, args.timeout, args.fetch_qps)
+            )
             print(f"ours done: P1 {sides[-1].p1_seconds:.1f} s", file=sys.stderr)
         sides.append(
             run_eso(
@@ -608,6 +626,7 @@ def main() -> None:
         "refresh_seconds": args.refresh,
         "eso_version": build.binary.parent.name,
         "eso_concurrent": args.eso_concurrent,
+        "ours_fetch_qps": args.fetch_qps,
         "machine": {"cores": os.cpu_count()},
         "sides": [vars(s) for s in sides],
     }
