@@ -106,9 +106,6 @@ class PublishedStore:
         """The store in the same Redis, under the same prefix, as ``queue``."""
         return cls(queue.client, queue.prefix)
 
-    def _pointer(self, part: str) -> str:
-        return f"{self._prefix}:view:{part}"
-
     # -- the leader ----------------------------------------------------------------------
 
     def next_term(self) -> int:
