@@ -160,7 +160,8 @@ class Fleet:
         """Redis commands served so far, by command (``INFO commandstats``); none embedded."""
         if self.redis_url is None:
             return Counter()
-        info = redis_client.Redis.from_url(self.redis_url, socket_timeout=10).info("commandstats")
+        with redis_client.Redis.from_url(self.redis_url, socket_timeout=10) as connection:
+            info = connection.info("commandstats")
         return Counter({name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in info.items()})
 
     def memory(self) -> list[dict[str, Any]]:
