@@ -22,6 +22,7 @@ from tests.support.helm import (
     seed_values_text,
     template,
 )
+from workers.runner import DEADLINE_SECONDS, WRITE_GRACE_SECONDS
 
 FULLNAME = "hikyo-hikyo-operator"  # release "hikyo"
 S92_ENV = (
@@ -487,6 +488,9 @@ def test_scaled_mode_renders_replicas_workers_and_a_bundled_redis(tmp_path):
             "secretKeyRef": {"name": "observations-dsn", "key": "database-url"}
         }
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == FULLNAME
+        # SIGTERM starts a warm stop; SIGKILL must not come before the longest run has ended.
+        grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace >= DEADLINE_SECONDS + WRITE_GRACE_SECONDS
     assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
         "celery",
         "-A",
