@@ -244,10 +244,10 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         # Scaled: every process's Redis commands until all Ready (the keyed queue, the broker,
         # the published reads), per CR: what a round trip more or less per reconcile costs.
         "redis_per_cr": {k: round(v / n, 2) for k, v in redis_delta.most_common()},
+        "redis_total_per_cr": round(sum(redis_delta.values()) / n, 2),
         # Until all Ready, by kind of process (bench.cpu): on busy cores, what limits the run.
         "cpu_seconds": cpu,
         "cores_busy": busy_share(cpu, seconds, os.cpu_count()),
-        "redis_total_per_cr": round(sum(redis_delta.values()) / n, 2),
         "memory": memory,
     }
 

@@ -116,14 +116,11 @@ def _stop_serving_metrics(**_: Any) -> None:
 
 
 @worker_shutting_down.connect
-def _withdraw_slots_as_shutdown_begins(**_: Any) -> None:
-    """A stopping worker takes no new task, so its slots are withdrawn as its shutdown begins
-    (SIGTERM), not once its last task has ended: a warm shutdown can outlast the pod's grace
-    period, and a SIGKILL then would leave its slots in the leader's window until their TTL."""
-    _withdraw_slots()
-
-
 @worker_shutdown.connect
 def _withdraw_slots(**_: Any) -> None:
+    """A stopping worker takes no new task, so its slots are withdrawn as its shutdown begins
+    (SIGTERM), not once its last task has ended: a warm shutdown can outlast the pod's grace
+    period, and a SIGKILL then would leave its slots in the leader's window until their TTL.
+    The shutdown's end asks again, for a stop that began elsewhere; ``stop`` acts once."""
     if _slot_advertiser is not None:
         _slot_advertiser.stop()

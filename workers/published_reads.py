@@ -176,19 +176,18 @@ class ReadsPublisher(threading.Thread):
             self.term = self.store.next_term()
         old, token = part.token, f"{self.term}.{self.new_token()}"
         fields = part.snapshot()
-        if not self.store.replace(part.name, token, fields, self.ttl):
+        written = self.store.replace(part.name, token, fields, self.ttl)
+        if old is not None:
+            self.store.withdraw(part.name, old)  # its hash, now no reader's
+        if not written:
             # A newer term's leader publishes it (a Lease handover this process has not seen
             # yet): never taken back from it; tried again each tick until this term ends.
-            if old is not None:
-                self.store.withdraw(part.name, old)  # its hash, now no reader's
             part.token, part.dirty = None, True
             if not self._outranked:
                 log.info("a newer leader publishes the watched reads; leaving them to it")
             self._outranked = True
             return
         part.token, part.dirty, part.refreshed_at = token, False, now
-        if old is not None:
-            self.store.withdraw(part.name, old)
         log.info("published the watched %s for the workers (%d entries)", part.name, len(fields))
 
     def withdraw(self) -> None:
