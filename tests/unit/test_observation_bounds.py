@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controlplane.observations import recording
 from controlplane.observations.managers import (
     FORGET_UNCHECKED_AFTER,
     KEEP_CONDITION_CHANGES_PER_OBJECT,
@@ -128,19 +129,17 @@ def test_the_first_run_of_an_object_adds_its_row_with_that_runs_fields_and_later
 def test_a_row_added_by_another_writer_between_read_and_insert_is_updated_not_lost(monkeypatch):
     """Scaled workers share one database: when another writer adds the object's row after
     this run found none, the insert fails and this run's counts go onto that row."""
-    from django.db.models.query import QuerySet
-
     _record_flap("raced", 1, T0)  # the other writer's row
-    first = QuerySet.first
     missed = []
+    real_rows = recording.tracked_rows
 
-    def first_misses_once(self):
-        if self.model is TrackedObject and not missed:
+    def rows_missed_once(uids: list[str]) -> dict[str, TrackedObject]:
+        if not missed:
             missed.append(True)
-            return None  # as if read before the other writer committed
-        return first(self)
+            return {}  # as if read before the other writer committed
+        return real_rows(uids)
 
-    monkeypatch.setattr(QuerySet, "first", first_misses_once)
+    monkeypatch.setattr(recording, "tracked_rows", rows_missed_once)
     _record_flap("raced", 2, T0 + timedelta(seconds=1))
 
     assert missed

@@ -23,7 +23,7 @@ from controlplane.observations.models import (
     StatusReport,
     TrackedObject,
 )
-from controlplane.observations.recording import BackgroundRecorder, record_run
+from controlplane.observations.recording import BackgroundRecorder, record_run, record_runs
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import Event
 from workers.engine.reconcile import RunResult
@@ -286,12 +286,12 @@ def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(mon
     writing = threading.Event()
     release = threading.Event()
 
-    def slow_record_run(result: RunResult, started: datetime, seconds: float) -> None:
+    def slow_record_runs(runs: list[tuple[RunResult, datetime, float]]) -> None:
         writing.set()
         assert release.wait(10)
-        written.append(result)
+        written.extend(result for result, _, _ in runs)
 
-    monkeypatch.setattr(recording, "record_run", slow_record_run)
+    monkeypatch.setattr(recording, "record_runs", slow_record_runs)
     recorder = BackgroundRecorder(backlog=1)
     first, second, third = (_result(reason=f"run {n}") for n in range(3))
     try:
@@ -311,8 +311,8 @@ def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(mon
 @pytest.mark.django_db
 def test_a_backlog_is_written_in_one_batch_where_a_failing_write_loses_only_itself(caplog):
     """Issue 13: the writer takes what is queued in one transaction (one commit, not one per
-    run); each write keeps its own savepoint, so a broken one neither raises nor takes the
-    others with it."""
+    run); a broken run, in a batch of runs or alone, neither raises nor takes the others with
+    it, nor does a write function that raises."""
     first = _result(reason="Delivered", status_written=True, uid="uid-a")
     broken = _result(
         reason="Delivered",
@@ -321,16 +321,16 @@ def test_a_backlog_is_written_in_one_batch_where_a_failing_write_loses_only_itse
         uid="uid-b",
     )
 
-    def raising(*_: Any) -> None:
+    def raising(_: list[Any]) -> None:
         raise RuntimeError("a write that does not catch its own failure")
 
     last = _result(reason="Delivered", status_written=True, uid="uid-c")
     BackgroundRecorder._write(
         [
-            (record_run, (first, T0, 0.1)),
-            (record_run, (broken, T0, 0.1)),
+            (record_runs, (first, T0, 0.1)),
+            (record_runs, (broken, T0, 0.1)),
             (raising, ()),
-            (record_run, (last, T0, 0.1)),
+            (record_runs, (last, T0, 0.1)),
         ]
     )
     assert set(TrackedObject.objects.values_list("uid", flat=True)) == {"uid-a", "uid-c"}
@@ -342,18 +342,18 @@ def test_a_backlog_is_written_in_one_batch_where_a_failing_write_loses_only_itse
 @pytest.mark.django_db(transaction=True)
 def test_the_writer_drains_a_backlog_in_order_after_a_slow_write(monkeypatch):
     """Runs queued while the writer was busy are all written, in order, as one batch."""
-    written: list[str] = []
+    batches: list[list[str]] = []
     writing, release = threading.Event(), threading.Event()
-    real_record_run = recording.record_run
+    real_record_runs = recording.record_runs
 
-    def recording_run(result: RunResult, started: datetime, seconds: float) -> None:
-        if not written:
+    def recording_runs(runs: list[tuple[RunResult, datetime, float]]) -> None:
+        if not batches:
             writing.set()
             assert release.wait(10)
-        written.append(result.uid)
-        real_record_run(result, started, seconds)
+        batches.append([result.uid for result, _, _ in runs])
+        real_record_runs(runs)
 
-    monkeypatch.setattr(recording, "record_run", recording_run)
+    monkeypatch.setattr(recording, "record_runs", recording_runs)
     recorder = BackgroundRecorder(backlog=10)
     uids = [f"uid-{n}" for n in range(6)]
     try:
@@ -363,9 +363,94 @@ def test_the_writer_drains_a_backlog_in_order_after_a_slow_write(monkeypatch):
             recorder(_result(uid=uid), T0, 0.1)
         release.set()
         recorder.flush(timeout=10)
-        assert written == uids
+        assert batches == [uids[:1], uids[1:]]
         assert recorder.dropped == 0
         assert sorted(TrackedObject.objects.values_list("uid", flat=True)) == uids
     finally:
         release.set()
         recorder.close()
+
+
+def _first_sync(uid: str) -> RunResult:
+    return _result(
+        reason="Delivered",
+        before=[],
+        after=SYNCED_READY,
+        status_written=True,
+        wrote_secret=True,
+        events=[Event("Normal", "Delivered", "3 keys")],
+        uid=uid,
+    )
+
+
+@pytest.mark.django_db
+def test_a_batch_of_first_syncs_costs_the_same_few_statements_however_many_runs_it_holds():
+    """Issue 13: one SELECT for the batch's rows and one INSERT per table, not five
+    statements per run."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for size in (3, 30):
+        runs = [(_first_sync(f"uid-{size}-{n}"), T0, 0.1) for n in range(size)]
+        with CaptureQueriesContext(connection) as queries:
+            record_runs(runs)
+        counts.append(len(queries))
+        assert ReconcileRun.objects.filter(uid__startswith=f"uid-{size}-").count() == size
+        assert EventRecord.objects.filter(uid__startswith=f"uid-{size}-").count() == size
+        assert ConditionChange.objects.filter(uid__startswith=f"uid-{size}-").count() == 2 * size
+    assert counts[0] == counts[1]
+
+
+@pytest.mark.django_db
+def test_runs_of_one_object_in_one_batch_add_up_on_its_row():
+    record_runs([(_first_sync(UID), T0, 0.1), (_result(), T0 + timedelta(seconds=30), 0.1)])
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.runs_total, tracked.runs_unchanged) == (2, 1)
+    assert (tracked.last_changed_at, tracked.last_checked_at) == (T0, T0 + timedelta(seconds=30))
+    assert ReconcileRun.objects.filter(uid=UID).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_unchanged_run_in_a_batch_updates_its_row_and_keeps_the_rest():
+    record_runs([(_first_sync(UID), T0, 0.1)])
+    record_runs([(_result(), T0 + timedelta(seconds=30), 0.1)])
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.runs_total, tracked.runs_unchanged) == (2, 1)
+    assert tracked.last_checked_at == T0 + timedelta(seconds=30)
+    assert (tracked.key_count, tracked.ready, tracked.target) == (None, True, "")
+    assert tracked.first_seen_at is not None and tracked.last_changed_at == T0
+
+
+@pytest.mark.django_db
+def test_a_batch_that_races_another_writer_is_recorded_run_by_run_and_loses_nothing(monkeypatch):
+    """A scaled worker added one object's row after this batch read none: the batch's insert
+    fails as a whole, then each run is recorded alone and that row is updated."""
+    record_runs([(_first_sync("b"), T0, 0.1)])  # the other writer's row
+    missed: list[bool] = []
+    real_rows = recording.tracked_rows
+
+    def rows_missed_once(uids: list[str]) -> dict[str, TrackedObject]:
+        if not missed:
+            missed.append(True)
+            return {}
+        return real_rows(uids)
+
+    monkeypatch.setattr(recording, "tracked_rows", rows_missed_once)
+    record_runs([(_first_sync(uid), T0 + timedelta(seconds=1), 0.1) for uid in ("a", "b", "c")])
+    assert missed
+    assert TrackedObject.objects.get(uid="b").runs_total == 2
+    assert sorted(ReconcileRun.objects.values_list("uid", flat=True)) == ["a", "b", "b", "c"]
+    assert set(TrackedObject.objects.values_list("uid", flat=True)) == {"a", "b", "c"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("gone_last", [True, False])
+def test_a_gone_run_in_a_batch_keeps_its_place_in_the_order(gone_last):
+    """R0 found the CR gone: marked deleted when that came last, live again when a later run
+    of that UID found it after all."""
+    live = (_result(), T0, 0.1)
+    gone = (RunResult(Outcome("Gone", Requeue.NONE), "ns", "app", gone_uid=UID), T0, 0.1)
+    record_runs([live, gone] if gone_last else [gone, live])
+    deleted = TrackedObject.objects.get(uid=UID).deleted_at
+    assert (deleted is not None) is gone_last
