@@ -261,6 +261,16 @@ def p5_rows(p5: dict[str, Any]) -> list[list[str]]:
                 "—",
             ]
         )
+    if all(r.get("first_ready_seconds") is not None for r in runs):  # older runs have none
+        rows.append(
+            [
+                f"P5 {fmt_n(p5['n'])}",
+                f"launch → first CR Ready (the part no worker shortens), {workers} workers",
+                " → ".join(fmt_seconds(r["first_ready_seconds"]) for r in runs),
+                "—",
+                "—",
+            ]
+        )
     if all("redis_total_per_cr" in r for r in runs):  # runs recorded before it have none
         rows.append(
             [

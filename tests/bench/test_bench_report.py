@@ -147,6 +147,7 @@ def results() -> dict:
                     {
                         "workers": 1,
                         "seconds": 38.0,
+                        "first_ready_seconds": 2.1,
                         "redis_total_per_cr": 83.61,
                         "cores_busy": 0.4,
                         "cpu_seconds": {"kube-apiserver": 11.0},
@@ -154,6 +155,7 @@ def results() -> dict:
                     {
                         "workers": 2,
                         "seconds": 19.0,
+                        "first_ready_seconds": 2.2,
                         "redis_total_per_cr": 82.84,
                         "cores_busy": 0.755,
                         "cpu_seconds": {"kube-apiserver": 10.0},
@@ -161,6 +163,7 @@ def results() -> dict:
                     {
                         "workers": 4,
                         "seconds": 10.0,
+                        "first_ready_seconds": 2.4,
                         "redis_total_per_cr": 84.29,
                         "cores_busy": 0.97,
                         "cpu_seconds": {"kube-apiserver": 8.2, "celery workers": 7.5},
@@ -221,6 +224,8 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     redis_figure = "Redis commands per CR until all Ready, 1 → 2 → 4 workers (Lua's own included)"
     redis_commands = by_figure[("P5 N = 300", redis_figure)]
     assert redis_commands[0] == "83.61 → 82.84 → 84.29"
+    first = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300" and "first" in k[1])
+    assert first[0] == "2.10 s → 2.20 s → 2.40 s"
     cpu = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300" and "CPU" in k[1])
     assert cpu[0] == "40% → 76% → 97%; kube-apiserver 8.2 s, celery workers 7.5 s"
     p7 = by_figure[
