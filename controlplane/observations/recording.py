@@ -132,10 +132,9 @@ def _record(runs: list[Run]) -> None:
         tracked = found.get(result.uid) or added.get(result.uid)
         if tracked is None:
             tracked = added[result.uid] = TrackedObject(uid=result.uid)
-        after = _by_type(result.conditions_after)
+        outcome, after = result.outcome, _by_type(result.conditions_after)
         # A failed run is kept as a row even when its status write and event failed too.
-        failed = result.outcome.requeue is Requeue.BACKOFF
-        outcome = result.outcome
+        failed = outcome.requeue is Requeue.BACKOFF
         changed = (
             result.status_written or outcome.wrote_secret or bool(result.events_emitted) or failed
         )
@@ -146,7 +145,8 @@ def _record(runs: list[Run]) -> None:
         if (tracked.runs_total - tracked.runs_unchanged) % PRUNE_EVERY == 0:
             pruned.add(result.uid)
     TrackedObject.objects.bulk_create(added.values())
-    for uid, tracked in found.items():
+    for uid in sorted(found):  # in one order, so two scaled writers' batches cannot deadlock
+        tracked = found[uid]
         # Only the fields this batch changed: an unchanged run's UPDATE is then a few columns.
         tracked.save(update_fields=[f for f in _NOTED_FIELDS if getattr(tracked, f) != was[uid][f]])
     for model, new in rows.items():
