@@ -66,20 +66,16 @@ def record_runs(runs: Sequence[Run]) -> None:
     Never raises: when the batch fails as a whole (another writer added an object's row
     meanwhile, or one run cannot be stored), each run is recorded alone, so a broken one loses
     only itself. A gone run (R0) ends the batch before it, so the order of its mark holds."""
-    batch: list[Run] = []
-    for run in [*runs, None]:
-        if run is not None and run[0].uid:
-            batch.append(run)
-            continue
-        if batch:
+    for has_uid, group in itertools.groupby(runs, key=lambda run: bool(run[0].uid)):
+        batch = list(group)
+        if has_uid:
             try:
                 with transaction.atomic():
                     _record(batch)
-            except Exception:
-                for alone in batch:
-                    record_run(*alone)
-            batch = []
-        if run is not None:
+                continue
+            except Exception:  # each run alone below, which logs what fails
+                pass
+        for run in batch:
             record_run(*run)
     if runs:
         _sweep_now_and_then(runs[-1][1])

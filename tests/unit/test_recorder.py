@@ -380,11 +380,23 @@ def _first_sync(uid: str) -> RunResult:
         wrote_secret=True,
         events=[Event("Normal", "Delivered", "3 keys")],
         uid=uid,
+        status={"keyCount": 3},
     )
 
 
+def _no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if the batch gave up and recorded its runs one by one."""
+
+    def fell_back(*_: Any) -> None:
+        pytest.fail("the batch was recorded run by run")
+
+    monkeypatch.setattr(recording, "record_run", fell_back)
+
+
 @pytest.mark.django_db
-def test_a_batch_of_first_syncs_costs_the_same_few_statements_however_many_runs_it_holds():
+def test_a_batch_of_first_syncs_costs_the_same_few_statements_however_many_runs_it_holds(
+    monkeypatch,
+):
     """Issue 13: one SELECT for the batch's rows and one INSERT per table, not five
     statements per run."""
     from django.db import connection
@@ -393,6 +405,7 @@ def test_a_batch_of_first_syncs_costs_the_same_few_statements_however_many_runs_
     counts = []
     for size in (3, 30):
         runs = [(_first_sync(f"uid-{size}-{n}"), T0, 0.1) for n in range(size)]
+        _no_fallback(monkeypatch)
         with CaptureQueriesContext(connection) as queries:
             record_runs(runs)
         counts.append(len(queries))
@@ -403,7 +416,8 @@ def test_a_batch_of_first_syncs_costs_the_same_few_statements_however_many_runs_
 
 
 @pytest.mark.django_db
-def test_runs_of_one_object_in_one_batch_add_up_on_its_row():
+def test_runs_of_one_object_in_one_batch_add_up_on_its_row(monkeypatch):
+    _no_fallback(monkeypatch)
     record_runs([(_first_sync(UID), T0, 0.1), (_result(), T0 + timedelta(seconds=30), 0.1)])
     tracked = TrackedObject.objects.get(uid=UID)
     assert (tracked.runs_total, tracked.runs_unchanged) == (2, 1)
@@ -412,14 +426,16 @@ def test_runs_of_one_object_in_one_batch_add_up_on_its_row():
 
 
 @pytest.mark.django_db
-def test_an_unchanged_run_in_a_batch_updates_its_row_and_keeps_the_rest():
+def test_an_unchanged_run_in_a_batch_updates_what_it_changed_and_keeps_the_rest(monkeypatch):
     record_runs([(_first_sync(UID), T0, 0.1)])
+    first_seen = TrackedObject.objects.get(uid=UID).first_seen_at
+    _no_fallback(monkeypatch)
     record_runs([(_result(), T0 + timedelta(seconds=30), 0.1)])
     tracked = TrackedObject.objects.get(uid=UID)
     assert (tracked.runs_total, tracked.runs_unchanged) == (2, 1)
     assert tracked.last_checked_at == T0 + timedelta(seconds=30)
-    assert (tracked.key_count, tracked.ready, tracked.target) == (None, True, "")
-    assert tracked.first_seen_at is not None and tracked.last_changed_at == T0
+    assert (tracked.key_count, tracked.ready, tracked.last_changed_at) == (3, True, T0)
+    assert tracked.first_seen_at == first_seen
 
 
 @pytest.mark.django_db
