@@ -57,7 +57,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--worker-concurrency", type=int, default=2, help="celery --concurrency per worker (2)"
     )
     parser.add_argument(
-        "--worker-pool", choices=("prefork", "threads"), default="prefork", help="(prefork)"
+        "--worker-pool",
+        choices=("threads", "prefork"),
+        default="threads",
+        help="(threads, the chart's)",
     )
     parser.add_argument("--resync", type=int, default=30, help="P2/P3 resyncInterval, s (30)")
     parser.add_argument("--p3-samples", type=int, default=30, help="CRs per P3 measure (30)")

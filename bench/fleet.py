@@ -66,12 +66,12 @@ class Databases:
         return self._server.url.rsplit("/", 1)[0] + f"/{name}"
 
 
-def worker_argv(name: str, concurrency: int, loglevel: str, pool: str = "prefork") -> list[str]:
+def worker_argv(name: str, concurrency: int, loglevel: str, pool: str = "threads") -> list[str]:
     """tests/support's worker command with this run's pool, pool size and log level."""
-    argv = celery_worker(name)
+    argv = celery_worker(name, pool)
     for option, value in (("--concurrency", str(concurrency)), ("--loglevel", loglevel)):
         argv[argv.index(option) + 1] = value
-    return [*argv, "--pool", pool]
+    return argv
 
 
 class Fleet:
@@ -86,7 +86,7 @@ class Fleet:
         env: dict[str, str],
         databases: Databases,
         cleanup: contextlib.ExitStack,
-        pool: str = "prefork",
+        pool: str = "threads",
     ) -> None:
         self.workers, self.concurrency, self.pool = workers, concurrency, pool
         redis_url = database_url = None
@@ -167,6 +167,10 @@ class Fleet:
     def memory(self) -> list[dict[str, Any]]:
         self.sampler.sample()
         return self.sampler.report()
+
+    def pod_memory(self) -> dict[str, float]:
+        """Each process tree's peak as one container holds it (bench.memory.tree_kib), MiB."""
+        return self.sampler.tree_report()
 
     def stop(self) -> None:
         if self._stopped:

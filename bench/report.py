@@ -230,6 +230,17 @@ def p4_rows(p4: dict[str, Any]) -> list[list[str]]:
                     f"largest {fmt_ratio(ratio(largest, LIMIT_MIB))}",
                 ]
             )
+            pods = run.get("pods") or {}
+            if pods:
+                rows.append(
+                    [
+                        f"P4 {fmt_n(size['n'])}",
+                        f"peak per pod (its process tree in one container), {run_name(run)}",
+                        "; ".join(f"{label} {mib:.1f} MiB" for label, mib in pods.items()),
+                        f"{LIMIT_MIB} MiB each (the chart's limit)",
+                        f"largest {fmt_ratio(ratio(max(pods.values()), LIMIT_MIB))}",
+                    ]
+                )
     return rows
 
 
@@ -306,7 +317,7 @@ def p7_rows(p7: dict[str, Any]) -> list[list[str]]:
 NOTES = {
     "p1": (
         "P1: seconds from launching run_operator (its boot included; scaled: the celery "
-        "workers booted first and idle, each with its prefork pool) to every HikyoSecret "
+        "workers booted first and idle, each with its pool started) to every HikyoSecret "
         "Ready=True at its generation, seen through one LIST and a WATCH; the CRs exist "
         "before the start. Floor: after the embedded operator stopped, in the same "
         "world, per CR one HTTPS fetch of the same delivery (kept-alive), one Secret create, "
@@ -340,7 +351,10 @@ NOTES = {
         "celery worker's main process and its prefork children), read from "
         "/proc/<pid>/status every 0.5 s over the process tree until all Ready. A prefork "
         "child's RSS counts the pages it still shares with its parent (copy-on-write), so the "
-        "processes' peaks do not add up to the pod's memory."
+        "processes' peaks do not add up to the pod's memory. Peak per pod: the largest of "
+        "the same samples of the main process's VmRSS plus each prefork child's private "
+        "pages (smaps_rollup), what one container running that tree holds; with the threads "
+        "pool (the chart's default) a worker is one process."
     ),
     "p5": (
         "P5: scaled cold starts as P1 with 1, 2 and 4 celery workers while the devserver holds "

@@ -58,7 +58,7 @@ def log(message: str) -> None:
 class Options:
     fetch_qps: float = 1000.0
     worker_concurrency: int = 2
-    worker_pool: str = "prefork"  # celery --pool: prefork (the chart's) or threads
+    worker_pool: str = "threads"  # celery --pool: threads (the chart's default) or prefork
     resync_seconds: int = 30
     p3_samples: int = 30
     p5_delay_ms: float = 50.0
@@ -212,6 +212,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
     # every CR's first one has been answered is the cold start's other end.
     reports_sent = wait_reports_sent(hikyo, seen, n, time.monotonic() + REPORTS_WAIT + n * 0.05)
     memory = fleet.memory()
+    pod_memory = fleet.pod_memory()
     # The bench's own requests: its LISTs and ended WATCHes, and the /metrics scrape before.
     delta[("LIST", "hikyosecrets", "")] -= tracker.lists
     delta[("WATCH", "hikyosecrets", "")] -= tracker.watches_ended_between(started, scraped)
@@ -252,6 +253,7 @@ def cold_start(side: Side, scenario: str, timeout: float | None = None) -> dict[
         "cpu_seconds": cpu,
         "cores_busy": busy_share(cpu, seconds, os.cpu_count()),
         "memory": memory,
+        "pod_memory": pod_memory,
     }
 
 
@@ -372,6 +374,7 @@ def p4(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
                     "workers": run["workers"],
                     "source": f"from {run['scenario']}" if run["scenario"] != "P4" else "own run",
                     "processes": run["memory"],
+                    "pods": run.get("pod_memory", {}),
                 }
             )
     return out

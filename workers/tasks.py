@@ -10,7 +10,8 @@ import logging
 import threading
 from typing import Any
 
-from celery.signals import worker_process_init
+from celery.concurrency.prefork import TaskPool as PreforkPool
+from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 
 from controlplane.observations.recording import BackgroundRecorder
@@ -61,6 +62,20 @@ def _runtime_before_first_task(**_: Any) -> None:
     starts, so its first task does not pay for it (issue 13: ~0.2 CPU-s a child, eight
     children at once in a 4-worker cold start). A failure here is one line; the first task
     then builds it again and fails as it would have."""
+    _build_runtime_now()
+
+
+@worker_ready.connect
+def _runtime_before_first_task_in_the_worker(sender: Any = None, **_: Any) -> None:
+    """The threads pool (the chart's default) runs tasks in the worker process itself, which
+    never sends worker_process_init: it builds its one runtime once ready. A prefork worker's
+    main process runs no task and builds none."""
+    pool_cls = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    if isinstance(pool_cls, type) and not issubclass(pool_cls, PreforkPool):
+        _build_runtime_now()
+
+
+def _build_runtime_now() -> None:
     try:
         worker_runtime()
     except Exception as error:

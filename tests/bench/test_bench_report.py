@@ -138,7 +138,9 @@ def results() -> dict:
                 "value_change": {"samples": 30, "p50": 20.0, "p99": 66.0, "bound_seconds": 33.0},
             },
             "p4": {"sizes": [{"n": 1000, "runs": [
-                {"mode": "embedded", "workers": 0, "source": "from P1", "processes": memory}
+                {"mode": "embedded", "workers": 0, "source": "from P1", "processes": memory},
+                {"mode": "scaled", "workers": 2, "source": "from P1", "processes": memory,
+                 "pods": {"operator": 100.0, "worker-1": 192.0, "worker-2": 96.5}},
             ]}]},
             "p5": {
                 "n": 300,
@@ -219,6 +221,16 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     assert value == ["20.0 s / 66.0 s", "resync \u00d7 1.1 = 33.0 s", "p99 2.00\u00d7"]
     p4 = by_figure[("P4 N = 1,000", "VmHWM per process, embedded (from P1)")]
     assert p4 == ["operator 139.0 MiB", "128 MiB each", "largest 1.09\u00d7"]
+    # A run without pod figures (embedded from an older JSON) has no pod row.
+    assert not any(
+        k[0] == "P4 N = 1,000" and "embedded" in k[1] and "pod" in k[1] for k in by_figure
+    )
+    pods = next(v for k, v in by_figure.items() if k[0] == "P4 N = 1,000" and "per pod" in k[1])
+    assert pods == [
+        "operator 100.0 MiB; worker-1 192.0 MiB; worker-2 96.5 MiB",
+        "128 MiB each (the chart's limit)",
+        "largest 1.50\u00d7",
+    ]
     p5 = next(v for k, v in by_figure.items() if k[0] == "P5 N = 300")
     assert p5 == ["38.0 s → 19.0 s → 10.0 s", "ideal 2\u00d7 / 4\u00d7", "2.00\u00d7 / 3.80\u00d7"]
     redis_figure = "Redis commands per CR until all Ready, 1 → 2 → 4 workers (Lua's own included)"

@@ -211,6 +211,11 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
         scaled(workers=0),
         "operator.scaled.workers must be a positive",
     ),
+    (
+        "scaled.workerPool unknown",
+        scaled(workerPool="gevent"),
+        "operator.scaled.workerPool must be threads or prefork, got gevent",
+    ),
     ("leaderElection false", _with(leaderElection=False), "operator.leaderElection must be true"),
     (
         "embedded with 2 replicas",
@@ -491,18 +496,25 @@ def test_scaled_mode_renders_replicas_workers_and_a_bundled_redis(tmp_path):
         # SIGTERM starts a warm stop; SIGKILL must not come before the longest run has ended.
         grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         assert grace >= DEADLINE_SECONDS + WRITE_GRACE_SECONDS
-    assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
-        "celery",
-        "-A",
-        "workers.celery_app",
-        "worker",
-    ]
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:4] == ["celery", "-A", "workers.celery_app", "worker"]
+    # One process per pod by default: its reconciles are threads (issue 13, P4).
+    assert args[args.index("--pool") + 1] == "threads"
+    assert args[args.index("--concurrency") + 1] == "2"
     redis_pod = redis["spec"]["template"]["spec"]
     assert redis_pod["automountServiceAccountToken"] is False
     probes = redis_pod["containers"][0]
     assert "tcpSocket" in probes["readinessProbe"] and "tcpSocket" in probes["livenessProbe"]
     password = one(rendered, "Secret", f"{FULLNAME}-redis")
     assert set(password["data"]) == {"password", "redis-url"}
+
+
+def test_a_prefork_pool_is_rendered_when_asked_for(tmp_path):
+    rendered = render(tmp_path, scaled(workerPool="prefork", workerConcurrency=3))
+    worker = one(rendered, "Deployment", f"{FULLNAME}-worker")
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--pool") + 1] == "prefork"
+    assert args[args.index("--concurrency") + 1] == "3"
 
 
 def test_scaled_mode_with_an_existing_redis_secret_bundles_none(tmp_path):

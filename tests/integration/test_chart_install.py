@@ -381,10 +381,16 @@ def test_scaled_release_runs_leader_and_workers_with_the_same_rbac(
 
     operator = release.operator(api_client, redis_url=redis_server.url)
     assert operator.env["HIKYO_OPERATOR_REDIS_URL"] == redis_server.url  # from the chart's env
+    worker_deployment = apps.read_namespaced_deployment(
+        f"{release.fullname}-worker", release.namespace
+    )
+    (container,) = worker_deployment.spec.template.spec.containers
+    pool = container.args[container.args.index("--pool") + 1]
+    assert pool == "threads"  # the chart's default: one process per worker pod (issue 13, P4)
     try:
         operator.start_leader()
-        operator.start_worker("w1")
-        operator.start_worker("w2")
+        operator.start_worker("w1", pool=pool)
+        operator.start_worker("w2", pool=pool)
         for index in range(3):
             wait_for(
                 lambda index=index: _ready(world, f"app-{index}"),

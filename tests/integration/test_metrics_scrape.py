@@ -154,10 +154,12 @@ def test_the_embedded_operators_metrics_count_its_reconciles_and_hold_no_value(
 
 
 @pytest.mark.timeout(600)
-def test_in_scaled_mode_the_celery_worker_serves_its_pool_childrens_reconciles(
-    world, kubeconfig, redis_server, tmp_path
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_in_scaled_mode_the_celery_worker_serves_its_pools_reconciles(
+    world, kubeconfig, redis_server, tmp_path, pool
 ):
-    """The worker (prefork, two children) sums its children's samples; the leader, which runs
+    """The worker serves what its pool ran: prefork sums its two children's samples, threads
+    (the chart's default) writes them from the worker's one process. The leader, which runs
     no reconcile here, shows the leader gauge and the queue it dispatches from."""
     redis.Redis.from_url(redis_server.url).flushall()
     count = 4
@@ -167,7 +169,7 @@ def test_in_scaled_mode_the_celery_worker_serves_its_pool_childrens_reconciles(
     try:
         populate(world, count)
         operator.start_leader()
-        operator.start_worker("w1")
+        operator.start_worker("w1", pool=pool)
         wait_for(lambda: ready_count(world) == count, timeout=300, interval=1, what="all Ready")
         worker = wait_for(
             lambda: settled_scrape(operator, "w1", logs),
@@ -195,17 +197,18 @@ def test_in_scaled_mode_the_celery_worker_serves_its_pool_childrens_reconciles(
 
 
 @pytest.mark.timeout(300)
-def test_each_pool_child_builds_its_runtime_before_its_first_task(
-    world, kubeconfig, redis_server, tmp_path
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_each_pool_builds_its_runtime_before_its_first_task(
+    world, kubeconfig, redis_server, tmp_path, pool
 ):
-    """Issue 13: a prefork child builds its runtime as it starts, not inside its first task.
-    With no leader, no task ever arrives, yet the worker's /metrics shows the keyed-queue
-    counters that only a child's runtime makes."""
+    """Issue 13: a prefork child builds its runtime as it starts, and a threads worker as it
+    is ready, not inside the first task. With no leader, no task ever arrives, yet the
+    worker's /metrics shows the keyed-queue counters that only a runtime makes."""
     redis.Redis.from_url(redis_server.url).flushall()
     operator = Operator(tmp_path, kubeconfig, redis_server.url)
     namespaced(operator, world)
     try:
-        operator.start_worker("w1")
+        operator.start_worker("w1", pool=pool)
 
         def with_queue_counters() -> str | None:
             try:
@@ -218,7 +221,7 @@ def test_each_pool_child_builds_its_runtime_before_its_first_task(
             with_queue_counters,
             timeout=120,
             interval=1,
-            what="the pool children's queue counters on the worker's /metrics",
+            what=f"the {pool} pool's queue counters on the worker's /metrics",
         )
     finally:
         operator.stop()

@@ -93,9 +93,9 @@ class Operator:
         wait_http_ok(f"http://{env['HIKYO_OPERATOR_HEALTH_ADDR']}/healthz", alive=service.alive)
         return service
 
-    def start_worker(self, name: str) -> Service:
+    def start_worker(self, name: str, pool: str = "threads") -> Service:
         env = {**self.env, "HIKYO_OPERATOR_METRICS_ADDR": self._metrics_addr(name)}
-        service = Service(name, celery_worker(name), self.tmp / f"{name}.log", env)
+        service = Service(name, celery_worker(name, pool), self.tmp / f"{name}.log", env)
         service.stacks_signal = signal.SIGUSR1  # celery's "cry" handler
         service.start()
         self.services.append(service)

@@ -338,7 +338,8 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, str(REPO / "manage.py"), *args]
 
 
-def celery_worker(name: str) -> list[str]:
+def celery_worker(name: str, pool: str = "threads") -> list[str]:
+    """A worker as the chart runs it (its default pool: threads), or with another pool."""
     return [
         sys.executable,
         "-m",
@@ -346,6 +347,8 @@ def celery_worker(name: str) -> list[str]:
         "-A",
         "workers.celery_app",
         "worker",
+        "--pool",
+        pool,
         "--concurrency",
         "2",
         "--loglevel",

@@ -116,6 +116,9 @@ values.schema.json checks the same types first; these also hold under
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchBurst" "value" $op.fetchBurst "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workers" "value" $op.scaled.workers "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workerConcurrency" "value" $op.scaled.workerConcurrency "integer" true) -}}
+{{- if not (has $op.scaled.workerPool (list "threads" "prefork")) -}}
+{{- include "hikyo-operator.fail" (printf "operator.scaled.workerPool must be threads or prefork, got %v" $op.scaled.workerPool) -}}
+{{- end -}}
 {{- if not $op.leaderElection -}}
 {{- include "hikyo-operator.fail" "operator.leaderElection must be true: the Lease keeps two operators from reconciling the same objects (S4.1.7)" -}}
 {{- end -}}
