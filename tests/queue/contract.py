@@ -521,6 +521,18 @@ class KeyedQueueContract:
         queue.put_note("capabilities:inst-1", "", 10)  # replaced, even by an empty value
         assert queue.get_note("capabilities:inst-1") == ""
 
+    def test_several_notes_are_read_at_once_in_the_order_named(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.put_note("instance-paused:inst-1", "12.5", 60)
+        queue.put_note("reports-paused:cr-1", "1", 10)
+        assert queue.get_notes() == []
+        names = ("reports-paused:cr-1", "never-written", "instance-paused:inst-1")
+        assert queue.get_notes(*names) == ["1", None, "12.5"]
+        clock.advance(10)  # one note's lifetime ended, the other's not
+        assert queue.get_notes(*names) == [None, None, "12.5"]
+        assert queue.get_notes(*names) == [queue.get_note(name) for name in names]
+
     def test_token_bucket_allows_a_burst_then_the_rate(self, queue: KeyedQueue, clock: FakeClock):
         """S4.1.6: burst tokens at once, then `rate` per second; an empty bucket says when."""
         assert [queue.take_token("inst-1", 10.0, 3) for _ in range(3)] == [0.0, 0.0, 0.0]

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+from tests.support.counting_store import NoteReadCountingQueue
 from tests.unit.decide_fixtures import INSTANCE_UID, SETTINGS, cr, instance
 from workers.keys import ObjectKey
 from workers.queue.memory import MemoryQueue
@@ -99,6 +100,24 @@ def test_a_report_paused_by_s7_5_is_not_paced_but_paused():
     assert attempt is None and wait is not None and wait > 1.0  # the heartbeat period
     assert cluster.reads["hikyosecret"] == 2  # read, as the pause path always did
     assert runtime.queue.take_token(f"instance:{INSTANCE_UID}", 1.0, 1) == 0  # not taken
+
+
+def test_an_attempt_reads_its_notes_in_two_round_trips():
+    """Issue 13: the waiting mark, the S7.5 pause and the cluster id together, then the
+    instance's capabilities, pause and unresponsive mark together (7 reads before)."""
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    clock = Clock()
+    runtime = _runtime(cluster, clock)
+    queue = NoteReadCountingQueue(clock)
+    for name in (CLUSTER_ID_NOTE, f"capabilities:{INSTANCE_UID}"):
+        queue.put_note(name, runtime.queue.get_note(name) or "", 24 * 3600.0)
+    runtime = replace(runtime, queue=queue)
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    attempt, wait = _attempt(runtime, key)
+    assert cluster.reads == {"hikyosecret": 1, "instance": 1, "secret": 1}  # went on
+    assert attempt is None and wait is not None and wait > 1.0  # refused credential: the period
+    assert queue.note_reads == 2
 
 
 def test_a_second_copy_of_a_report_message_reads_nothing():

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.counting_store import NoteReadCountingQueue
 from workers.engine.pacing import (
     PROBE_INTERVAL_SECONDS,
+    InstanceGate,
+    instance_gate,
     note_answer,
+    pause_instance,
     spread,
     unresponsive_wait,
 )
@@ -83,3 +87,30 @@ def test_stood_off_crs_wake_spread_out():
     assert all(30.0 <= d < 60.0 for d in delays)
     assert len(delays) > 40  # not all at once
     assert spread(30.0, "cr-1") == spread(30.0, "cr-1")  # fixed per CR
+
+
+def test_the_gate_reads_the_pause_and_the_unresponsive_mark_in_one_round_trip(clock):
+    store = NoteReadCountingQueue(clock)
+    assert instance_gate(store, UID, clock.now) == InstanceGate(0.0, 0.0)
+    assert store.note_reads == 1
+    note_answer(store, UID, "timeout")  # unresponsive: this run was its probe
+    store.note_reads = 0
+    gate = instance_gate(store, UID, clock.now)
+    assert gate.paused == 0 and gate.probe_in == pytest.approx(PROBE_INTERVAL_SECONDS)
+    assert store.note_reads == 1
+
+
+def test_a_paused_instance_waits_its_pause_and_takes_no_probe_token(store, clock):
+    note_answer(store, UID, "timeout")
+    clock.now += PROBE_INTERVAL_SECONDS  # a probe token is due again
+    pause_instance(store, UID, 20.0, clock.now)  # and a 429 paused the instance
+    assert instance_gate(store, UID, clock.now) == InstanceGate(pytest.approx(20.0), 0.0)
+    clock.now += 20.0
+    assert instance_gate(store, UID, clock.now) == InstanceGate(0.0, 0.0)  # the probe token
+    assert instance_gate(store, UID, clock.now).probe_in > 0  # was still there, and is taken
+
+
+def test_notes_already_read_are_not_read_again(clock):
+    store = NoteReadCountingQueue(clock)
+    gate = instance_gate(store, UID, clock.now, (repr(clock.now + 5.0), None))
+    assert gate == InstanceGate(pytest.approx(5.0), 0.0) and store.note_reads == 0

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from .fetched import FetchOutcome, Scope
 from .observed import UNREAD, Observed
-from .pacing import note_answer, pause_left, unresponsive_wait, wait_for_token
+from .pacing import instance_gate, note_answer, wait_for_token
 from .plan import FetchAttempt, FetchPlan, Gate, Now
 from .ports import CoordinationStore
 from .settings import OperatorSettings
@@ -35,12 +35,11 @@ def fetch(
     clocks: Clocks,
 ) -> FetchAttempt:
     instance_uid = plan.instance_uid
-    paused = pause_left(store, instance_uid, now.wall)
-    if paused > 0:  # a 429 paused every request to this instance
-        return FetchAttempt(gate=Gate.PAUSED, wait=paused)
-    probe_in = unresponsive_wait(store, instance_uid)
-    if probe_in > 0:  # another run is probing an instance that stopped answering
-        return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=probe_in)
+    gate = instance_gate(store, instance_uid, now.wall)
+    if gate.paused > 0:  # a 429 paused every request to this instance
+        return FetchAttempt(gate=Gate.PAUSED, wait=gate.paused)
+    if gate.probe_in > 0:  # another run is probing an instance that stopped answering
+        return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=gate.probe_in)
     wait = wait_for_token(
         store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=sleep
     )

@@ -22,12 +22,16 @@ MIN_PERIOD, MAX_PERIOD = 300.0, 24 * 3600.0  # S7.4
 def remember_capabilities(store: CoordinationStore, instance_uid: str, delivery: Delivery) -> None:
     """S7.2: the capability set of the latest valid 200, per instance, for 24 h."""
     capabilities = sorted(delivery.capabilities or ())
-    store.put_note(f"capabilities:{instance_uid}", ",".join(capabilities), CAPABILITY_TTL)
+    store.put_note(capabilities_note(instance_uid), ",".join(capabilities), CAPABILITY_TTL)
 
 
-def reporting_offered(store: CoordinationStore, instance_uid: str) -> bool:
-    note = store.get_note(f"capabilities:{instance_uid}")
-    return note is not None and STATUS_REPORT in note.split(",")
+def capabilities_note(instance_uid: str) -> str:
+    return f"capabilities:{instance_uid}"
+
+
+def reporting_offered(capabilities: str | None) -> bool:
+    """S7.2: the instance's noted capability set (``capabilities_note``) offers reports."""
+    return capabilities is not None and STATUS_REPORT in capabilities.split(",")
 
 
 def heartbeat_period(resync_seconds: float) -> float:

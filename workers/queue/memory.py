@@ -378,6 +378,9 @@ class MemoryQueue(KeyedQueue):
                 return None
             return note[0]
 
+    def get_notes(self, *names: str) -> list[str | None]:
+        return [self.get_note(name) for name in names]
+
     # -- internals (call with the mutex held) --------------------------------------------
 
     def _holder(self, key: ObjectKey, now: float) -> _Held | None:

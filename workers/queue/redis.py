@@ -600,7 +600,16 @@ class RedisQueue(KeyedQueue):
         self._redis.set(self._key(f"note:{name}"), f"{expires!r} {value}", px=_millis(ttl))
 
     def get_note(self, name: str) -> str | None:
-        raw = self._redis.get(self._key(f"note:{name}"))
+        return self._note_value(self._redis.get(self._key(f"note:{name}")))
+
+    def get_notes(self, *names: str) -> list[str | None]:
+        """One MGET: a run asks for the notes it needs together (issue 13: ~10 GETs per CR)."""
+        if not names:
+            return []
+        raws = self._redis.mget([self._key(f"note:{name}") for name in names])
+        return [self._note_value(raw) for raw in raws]
+
+    def _note_value(self, raw: Any) -> str | None:
         if raw is None:
             return None
         expires, _, value = _text(raw).partition(" ")
