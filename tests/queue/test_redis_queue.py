@@ -104,6 +104,43 @@ def test_works_with_a_decoding_client(redis_server, clock: FakeClock, prefix: st
         client.close()
 
 
+class _CountingClient(redis.Redis):
+    """Counts the commands sent to the server (a script call is one)."""
+
+    sent = 0
+
+    def execute_command(self, *args, **options):
+        type(self).sent += 1
+        return super().execute_command(*args, **options)
+
+
+@pytest.mark.parametrize(
+    ("requeue", "options", "round_trips"),
+    [
+        (Requeue.RESYNC, {"resync_seconds": 60}, 1),
+        (Requeue.AFTER, {"delay": 30}, 1),
+        (Requeue.NONE, {}, 1),
+        (Requeue.BACKOFF, {}, 2),  # the failure count read first, for its delay
+    ],
+)
+def test_only_a_backoff_reads_the_failure_count_before_it_finishes(
+    redis_server, clock: FakeClock, prefix: str, requeue, options, round_trips
+):
+    """Issue 13: finishing a run is one round trip unless its timer depends on the count."""
+    client = _CountingClient.from_url(redis_server.url)
+    try:
+        queue = RedisQueue(client, prefix=prefix, clock=clock, rng=random.Random(7))
+        queue.finish(queue.begin(APP, "worker-1"), Requeue.BACKOFF)  # a count of 1
+        lock = queue.begin(APP, "worker-1")
+        assert lock is not None
+        _CountingClient.sent = 0
+        queue.finish(lock, requeue, **options)
+        assert _CountingClient.sent == round_trips
+        assert queue.failures(APP) == {Requeue.AFTER: 1, Requeue.BACKOFF: 2}.get(requeue, 0)
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize(
     "key",
     [

@@ -194,14 +194,15 @@ end
 return 0
 """
 
-# ARGV: prefix, member, lock value, now, expected failures, has timer, timer due, timer priority,
-#       failures after, forced next
+# ARGV: prefix, member, lock value, now, expected failures (-1: not checked), has timer, timer
+#       due, timer priority, failures after (-1: kept as they are), forced next
 _FINISH = """
 local m, value, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lk, s = lock_key(m), state_key(m)
 local held = redis.call('GET', lk)
 if held and held ~= value then return {'fenced'} end
-if tonumber(redis.call('HGET', s, 'failures') or '0') ~= tonumber(ARGV[5]) then
+local expected = tonumber(ARGV[5])
+if expected >= 0 and tonumber(redis.call('HGET', s, 'failures') or '0') ~= expected then
   return {'retry'}
 end
 if held then redis.call('DEL', lk) end
@@ -210,7 +211,7 @@ local f = redis.call('HMGET', s, 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pfor
 redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
 if tonumber(ARGV[9]) > 0 then
   redis.call('HSET', s, 'failures', ARGV[9])
-else
+elseif tonumber(ARGV[9]) == 0 then
   redis.call('HDEL', s, 'failures')
 end
 local due, prio = nil, nil
@@ -444,27 +445,31 @@ class RedisQueue(KeyedQueue):
 
         Fencing: when another owner holds the key now, this stale run changes nothing. The
         backoff is computed here (one definition, ``backoff.py``) from the failure count read
-        first; the script re-checks that count and we retry if it moved.
+        first; the script re-checks that count and we retry if it moved. Only a backoff needs
+        the count: a resync or no timer resets it and AFTER keeps it, in the script, so those
+        skip the read (issue 13: a round trip less for most runs).
         """
         check_requeue(requeue, delay)
         name = member(lock.key)
+        counted = requeue is Requeue.BACKOFF
         for _ in range(self._FINISH_ATTEMPTS):
-            failures = self.failures(lock.key)
+            failures = self.failures(lock.key) if counted else 0
             now = self._clock()
             timer = next_timer(
                 requeue, failures, delay=delay, resync_seconds=resync_seconds, rng=self._rng
             )
+            after = -1 if requeue is Requeue.AFTER else (timer.failures if timer else 0)
             reply = self._finish(
                 args=[
                     self._prefix,
                     name,
                     _lock_value(lock),
                     now,
-                    failures,
+                    failures if counted else -1,
                     int(timer is not None),
                     now + timer.delay if timer else 0,
                     int(timer.priority) if timer else 0,
-                    timer.failures if timer else 0,
+                    after,
                     int(forced_full_next),
                 ]
             )
