@@ -152,10 +152,7 @@ def test_R16_current_is_synced_and_writes_nothing():
     assert "Delivery" not in outcome.conditions  # S5.4: untouched by current
     assert plan.secret is None
     assert not outcome.wrote_secret and outcome.fetched
-    assert plan.store == [
-        StoreNote("clear_not_found", CR_UID),
-        StoreNote("capabilities", INSTANCE_UID, text="a,b"),
-    ]
+    assert plan.store == [StoreNote("capabilities", INSTANCE_UID, text="a,b")]
     assert plan.passed == PASSED
     assert all(outcome.conditions[c] is None for c in PASSED)
 
@@ -230,7 +227,7 @@ def test_R16_delivered_creates_an_absent_target():
     assert _events(outcome) == [("Normal", "Delivered")]
     assert "created" in outcome.events[0].message
     assert outcome.wrote_secret
-    assert _notes(plan, "clear_not_found") == [StoreNote("clear_not_found", CR_UID)]
+    assert _notes(plan, "clear_not_found") == []  # R13 read no 404 record: none to delete
 
 
 def test_R16_delivered_updates_a_controlled_target_with_changed_data():
@@ -587,6 +584,23 @@ def test_R16_a_scrub_restarts_opted_in_workloads_with_the_empty_content_stamp():
 def test_R16_S4_10_0_what_discards_a_pending_404_record(attempt, discarded):
     plan = answered(_confirmed(age=5.0), attempt)
     assert bool(_notes(plan, "clear_not_found")) is discarded
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [pytest.param(delivery(), id="delivered"), pytest.param(NOT_FOUND, id="scrubbed")],
+)
+def test_R16_S4_10_0_a_record_discarded_at_R13_is_deleted_once(attempt):
+    scrubbed = {"conditions": [scrubbed_condition()]}
+    obs = observed(cr(status=scrubbed), not_found=("0" * 64, NOW.wall - 120))  # another binding
+    plan = answered(obs, attempt)
+    assert _notes(plan, "clear_not_found") == [StoreNote("clear_not_found", CR_UID)]
+
+
+def test_R16_S4_10_0_a_scrub_of_an_already_scrubbed_cr_with_no_record_deletes_none():
+    plan = answered(observed(cr(status={"conditions": [scrubbed_condition()]})), NOT_FOUND)
+    assert plan.secret is not None and plan.secret.kind == "empty"
+    assert _notes(plan, "clear_not_found") == []
 
 
 # -- R16: other answers (S4.11, S4.12, S4.1.6) ---------------------------------------------------

@@ -73,7 +73,7 @@ def _answer(
         plan = _delivered(observed, fetch, result.delivery, settings, now)
         capabilities = ",".join(sorted(result.delivery.capabilities or ()))
         plan.store[:0] = [
-            StoreNote("clear_not_found", spec.uid),
+            *_discard_pending_404(observed, fetch),
             StoreNote("capabilities", uid, text=capabilities),  # S7.2
         ]
     elif result.outcome is FetchOutcome.AUTHORITATIVE_NOT_FOUND:
@@ -292,13 +292,24 @@ def _not_found(
             return Plan(outcome=_confirming(wait), store=[note])
         if fetch.cursor is not None or answered - seen[1] < wait:
             return Plan(outcome=_confirming(max(wait - (answered - seen[1]), 1.0)))
-    clear = StoreNote("clear_not_found", spec.uid)
     if spec.target_type == OPAQUE:
         plan = _scrub(observed, fetch, settings, now)
     else:
         plan = _withdraw(observed, fetch, settings, now, None)
-    plan.store.insert(0, clear)
+    plan.store[:0] = _discard_pending_404(observed, fetch)
     return plan
+
+
+def _discard_pending_404(observed: Observed, fetch: FetchPlan) -> list[StoreNote]:
+    """S4.10.0: a 200 or the scrub it confirmed ends a pending 404 record.
+
+    Only a record R13 read needs deleting: a key runs once at a time, so none can have been
+    recorded since, and one that R13 already discarded (a binding change) is gone.
+    """
+    clear = StoreNote("clear_not_found", fetch.spec.uid)
+    if observed.not_found is None or clear in fetch.store:
+        return []
+    return [clear]
 
 
 def _confirming(delay: float) -> Outcome:
