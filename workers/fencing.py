@@ -8,6 +8,7 @@ cluster (its API clients, helpers) is reachable, so no write can get past the fe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ READS = frozenset(name for name in vars(ClusterReads) if not name.startswith("_"
 
 # Why a run may no longer write, or None when it may.
 Fence = Callable[[], str | None]
+
+log = logging.getLogger(__name__)
 
 
 class FencedCluster:
@@ -47,3 +50,25 @@ class FencedCluster:
             return attribute(*args, **kwargs)
 
         return fenced
+
+
+class FencedStore:
+    """A CoordinationStore proxy whose S4.10.0 404 record is written only while the run may
+    still write. A run abandoned at its deadline goes on in its thread while a newer run of
+    the key may have read no record and delivered; a record written after that would let a
+    later 404 skip its confirmation. Recording is rare (a first 404), so its one fence check
+    costs little; a record not written is made by the next run that sees the 404 again."""
+
+    def __init__(self, store: Any, fence: Fence) -> None:
+        self._store = store
+        self._fence = fence
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def record_not_found(self, cr_uid: str, binding: str, at: float) -> None:
+        lost = self._fence()
+        if lost is not None:
+            log.info("the 404 for HikyoSecret uid %s is not recorded: %s", cr_uid, lost)
+            return
+        self._store.record_not_found(cr_uid, binding, at)

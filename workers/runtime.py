@@ -21,7 +21,7 @@ from k8s.gateway import KubeCluster
 from .engine.ports import CoordinationStore
 from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
-from .fencing import Fence, FencedCluster
+from .fencing import Fence, FencedCluster, FencedStore
 from .queue.base import KeyedQueue
 
 Recorder = Callable[[RunResult, datetime, float], None]
@@ -50,6 +50,7 @@ class Runtime:
 
     def engine(self, fence: Fence | None = None) -> Engine:
         cluster = self.cluster
+        store: CoordinationStore = self.queue  # the queue backend is the coordination store
         if fence is not None:
 
             def fence_and_lease() -> str | None:
@@ -60,7 +61,7 @@ class Runtime:
                 return lost
 
             cluster = FencedCluster(self.cluster, fence_and_lease)
-        store: CoordinationStore = self.queue  # the queue backend is the coordination store
+            store = FencedStore(store, fence_and_lease)
         return Engine(cluster=cluster, store=store, settings=self.settings, client_for=self.clients)
 
 

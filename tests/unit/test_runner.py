@@ -414,6 +414,31 @@ def test_a_fence_lost_that_escapes_the_engine_backs_off_without_touching_the_new
     assert h.queue.holds(taken[0]) and h.queue.failures(KEY) == 0
 
 
+def test_a_run_that_lost_its_lock_records_no_404_for_the_run_that_took_it_over(monkeypatch):
+    """S4.10.0 with S4.1.4: a newer run of the key may have read no 404 record and delivered;
+    a record the stale run wrote after that would let a later 404 skip its confirmation. Its
+    other notes, and the 404 record of a run that still holds its lock, are written."""
+    clock = Clock()
+    h = Harness(monkeypatch, clock=clock)
+    seen: list[object] = []
+
+    def body(engine):
+        engine.store.record_not_found(KEY.uid, "binding-a", 10.0)
+        seen.append(h.queue.not_found_seen(KEY.uid))
+        clock.now = runner.LOCK_TTL_SECONDS + 1
+        assert h.queue.begin(KEY, "worker-b") is not None
+        engine.store.clear_not_found(KEY.uid)  # unfenced: deleting never outlives a 200
+        engine.store.record_not_found(KEY.uid, "binding-b", clock.now)
+        seen.append(h.queue.not_found_seen(KEY.uid))
+        engine.store.put_note("capabilities:inst", "status-report", 60.0)
+        return _result(Requeue.RESYNC)
+
+    h.fake(body)
+    h.run()
+    assert seen == [("binding-a", 10.0), None]
+    assert h.queue.get_note("capabilities:inst") == "status-report"
+
+
 def test_in_embedded_mode_a_lost_lease_fences_the_writes(monkeypatch):
     """S4.1.4 "embedded mode: and the Lease": the lock is still held, the Lease is not; the
     reason names the Lease, not the lock."""
