@@ -50,6 +50,9 @@ class LeaderElector(threading.Thread):
         self._observed: tuple[str | None, str | None] = (None, None)  # (holder, renewTime)
         self._observed_at = 0.0
         self._last_renewed = 0.0
+        # The Lease's leaseTransitions as this process last took or renewed it: a new holder
+        # always counts one more, so it numbers terms of leadership in Kubernetes itself.
+        self.transitions: int | None = None
 
     def run(self) -> None:
         try:
@@ -118,6 +121,7 @@ class LeaderElector(threading.Thread):
             if error.status != 409:  # 409: someone else won this round
                 log.warning("updating lease failed: HTTP %s", error.status)
             return False
+        self.transitions = spec.lease_transitions or 0
         return True
 
     def _create(self) -> bool:
@@ -138,6 +142,7 @@ class LeaderElector(threading.Thread):
             if error.status != 409:
                 log.warning("creating lease failed: HTTP %s", error.status)
             return False
+        self.transitions = 0
         return True
 
     def _release(self) -> None:

@@ -289,7 +289,13 @@ class OperatorProcess:
         from .published_reads import ReadsPublisher
         from .queue.published import PublishedStore
 
-        return ReadsPublisher(PublishedStore.beside(self.runtime.queue), watched, leading)
+        elector = self.elector
+        return ReadsPublisher(
+            PublishedStore.beside(self.runtime.queue),
+            watched,
+            leading,
+            lease_term=lambda: None if elector is None else elector.transitions,
+        )
 
     def _follow(self) -> None:
         if self._leading is not None:

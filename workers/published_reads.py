@@ -90,11 +90,12 @@ class ReadsPublisher(threading.Thread):
         refresh_every: float = REFRESH_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         new_token: Callable[[], str] = lambda: secrets.token_hex(8),
+        lease_term: Callable[[], int | None] = lambda: None,
     ) -> None:
         super().__init__(name="published-reads", daemon=True)
         self.store, self.stop_event = store, stop
         self.ttl, self.refresh_every = ttl, refresh_every
-        self.clock, self.new_token = clock, new_token
+        self.clock, self.new_token, self.lease_term = clock, new_token, lease_term
         instances, workloads = reads.instances, reads.workloads
         self.instances = _Part(
             INSTANCES,
@@ -110,7 +111,8 @@ class ReadsPublisher(threading.Thread):
         )
         self._lock = threading.Lock()  # events and the thread write the same parts
         self._failing: str | None = None  # the error type while Redis refuses, said once
-        # This term's number (workers.queue.published), taken at the first publication.
+        # This term's number (workers.queue.published), taken at the first publication: the
+        # leader Lease's leaseTransitions when ``lease_term`` knows it, else Redis's counter.
         self.term: int | None = None
         self._outranked = False  # a newer term's leader publishes: said once
 
@@ -173,7 +175,8 @@ class ReadsPublisher(threading.Thread):
                 return
             # the pointer names another token (another leader, a store restarted empty)
         if self.term is None:
-            self.term = self.store.next_term()
+            lease_term = self.lease_term()
+            self.term = self.store.next_term() if lease_term is None else lease_term
         old, token = part.token, f"{self.term}.{self.new_token()}"
         fields = part.snapshot()
         written = self.store.replace(part.name, token, fields, self.ttl)

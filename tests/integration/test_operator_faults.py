@@ -107,6 +107,14 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
             what="the standby to take over",
         )
         taken = _lease(api_client).spec
+        # The new term's watched reads are published under the Lease's own count of holders,
+        # one more than the dead leader's: no Redis counter to lose (workers.queue.published).
+        wait_for(
+            lambda: _published_term(redis_server.url) == taken.lease_transitions,
+            timeout=60,
+            interval=0.2,
+            what="the watched reads published under the new Lease term",
+        )
         _add_crs(world, 5, 5)
         wait_for(lambda: ready_count(world) == 10, timeout=180, interval=1, what="10 Ready")
     finally:
@@ -118,6 +126,13 @@ def test_leader_killed_a_standby_takes_over_within_the_lease(
     waited = (taken.acquire_time - last_renewal.renew_time).total_seconds()
     assert waited >= last_renewal.lease_duration_seconds - 1, waited
     print(f"leader takeover {waited:.1f} s after the last renewal")
+
+
+def _published_term(redis_url: str) -> int | None:
+    """The term in the token of the published HikyoInstances (``<term>.<random>``)."""
+    with redis.Redis.from_url(redis_url, socket_timeout=5) as client_:
+        token = client_.get("hikyo:view:instances")
+    return None if token is None else int(token.decode().split(".", 1)[0])
 
 
 def _lease(api_client) -> client.V1Lease:

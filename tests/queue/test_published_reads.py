@@ -323,6 +323,31 @@ def test_in_a_lease_handover_the_old_leader_never_takes_the_part_back(
     assert worker.instances.lookup("main")[1]["metadata"]["uid"] == "old-view"
 
 
+@pytest.mark.parametrize("counted_by", ["lease", "redis"])
+def test_a_redis_that_lost_everything_still_ranks_the_lease_s_newer_holder_first(
+    store: PublishedStore, worker: PublishedReads, redis_client: redis.Redis, counted_by: str
+):
+    """Terms numbered by the Lease's leaseTransitions survive a Redis that restarted empty
+    (the bundled Redis keeps nothing on disk): the new holder still outranks the old one
+    that has not seen its term end. Numbered by Redis's own counter, the new holder would
+    start again below it, and the old one would take the part back."""
+    by_lease = counted_by == "lease"
+    old = Leader(store, refresh_every=0, **({"lease_term": lambda: 4} if by_lease else {}))
+    old.instance_event("ADDED", _instance("main", uid="old-view"))
+    for _ in range(3):  # earlier terms took numbers from the counter too
+        store.next_term()
+    old.publisher.tick()
+    redis_client.flushdb()
+    new = Leader(store, refresh_every=0, **({"lease_term": lambda: 5} if by_lease else {}))
+    new.instance_event("ADDED", _instance("main", uid="new-view"))
+    new.publisher.tick()
+    old.instance_event("MODIFIED", _instance("main", uid="old-view"))
+    old.publisher.tick()
+    read = worker.instances.lookup("main")[1]["metadata"]["uid"]
+    assert read == ("new-view" if by_lease else "old-view")
+    assert (old.publisher.term, new.publisher.term) == ((4, 5) if by_lease else (4, 1))
+
+
 def test_a_refresh_that_finds_another_token_takes_the_part_back(
     store: PublishedStore, worker: PublishedReads
 ):

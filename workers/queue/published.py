@@ -8,11 +8,13 @@ hash nobody points at any more, or into another leader's, is refused and the lea
 the whole part again under a new token.
 
 A token starts with its leader's *term* (``<term>.<random>``), a number each publisher takes
-once from a counter here as its term of leadership begins: a whole part is never written over
-a newer term's pointer, so during a Lease handover the leader that has not yet seen its term
-end cannot take the part back from its successor (it is refused until it steps down). Only a
-Redis that lost the counter can hand a new leader a lower term; then the old one keeps the
-part until it steps down, as both would without terms.
+once as its term of leadership begins: the leader Lease's ``leaseTransitions``, which every
+new holder counts one higher (k8s.leader), or, for a publisher without an elector, a counter
+here. A whole part is never written over a newer term's pointer, so during a Lease handover
+the leader that has not yet seen its term end cannot take the part back from its successor
+(it is refused until it steps down), even after Redis restarted empty. Only a Lease deleted
+by hand (its count starts again) or Redis's counter lost can hand a new leader a lower term;
+then the old one keeps the part until it steps down, as both would without terms.
 
 Keys: ``<prefix>:view:<part>`` (the token), ``<prefix>:view:<part>:<token>`` (the hash) and
 ``<prefix>:view:term`` (the counter).
