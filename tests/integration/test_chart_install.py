@@ -568,7 +568,12 @@ def test_uninstall_per_the_notes_leaves_what_s4_14_5_says(
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": f"{kubectl_dir}:/usr/bin:/bin", "KUBECONFIG": str(kubeconfig)},
+        # HOME: kubectl keeps its discovery cache under it (relative to the cwd without one).
+        env={
+            "PATH": f"{kubectl_dir}:/usr/bin:/bin",
+            "KUBECONFIG": str(kubeconfig),
+            "HOME": str(tmp_path),
+        },
     )
     assert ran.returncode == 0, ran.stderr
     assert world.cr("left")["metadata"]["finalizers"] == ["example.com/keep"]
