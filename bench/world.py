@@ -66,9 +66,9 @@ def create_world(
     crs = [(names[i % NAMESPACES], f"app-{i:05d}") for i in range(count)]
     scope = (org, project, environment)
 
-    def create(cr: tuple[str, str]) -> None:
+    def create(cr: tuple[str, str]) -> int:
         namespace, name = cr
-        custom.create_namespaced_custom_object(
+        created = custom.create_namespaced_custom_object(
             "hikyo.dev",
             "v1alpha1",
             namespace,
@@ -76,10 +76,16 @@ def create_world(
             bench_hikyosecret(name, scope, resync_seconds),
             _request_timeout=CALL_TIMEOUT,
         )
+        return created["metadata"]["generation"]
 
     with ThreadPoolExecutor(CREATE_THREADS) as pool:
-        list(pool.map(create, crs))
-    return {"crs": crs, "delivery_url": hikyo.delivery_url(*scope), "scope": scope}
+        generations = list(pool.map(create, crs))
+    return {
+        "crs": crs,
+        "generation": dict(zip(crs, generations, strict=True)),
+        "delivery_url": hikyo.delivery_url(*scope),
+        "scope": scope,
+    }
 
 
 def ready_count(api: Any) -> tuple[int, int]:
@@ -88,8 +94,31 @@ def ready_count(api: Any) -> tuple[int, int]:
     return sum(1 for item in items if ready_at_generation(item)), len(items)
 
 
+def floor_status(generation: int, label: str, now: str) -> dict[str, Any]:
+    """The least status that ends a CR's cold start as P1 sees it: Ready=True at the CR's
+    generation. Every field is in the CRD's status schema: a field it lacks is pruned, and a
+    patch left with nothing to change writes nothing (the floor once patched such a field, so
+    its "status write" never reached etcd)."""
+    return {
+        "status": {
+            "observedGeneration": generation,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Delivered",
+                    "message": label,
+                    "lastTransitionTime": now,
+                    "observedGeneration": generation,
+                }
+            ],
+        }
+    }
+
+
 def floor(api: Any, hikyo: Any, world: dict[str, Any], threads: int) -> dict[str, Any]:
-    """Per CR: one fetch (kept-alive), one Secret create, one status merge-patch."""
+    """Per CR: one fetch (kept-alive), one Secret create, one status merge-patch that writes
+    Ready=True at the CR's generation (floor_status), as the operator's cold start ends."""
     import urllib3
     from kubernetes import client
 
@@ -113,15 +142,19 @@ def floor(api: Any, hikyo: Any, world: dict[str, Any], threads: int) -> dict[str
             client.V1Secret(metadata=client.V1ObjectMeta(name=f"{name}-{label}"), string_data=data),
             _request_timeout=CALL_TIMEOUT,
         )
-        custom.patch_namespaced_custom_object_status(
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        patched = custom.patch_namespaced_custom_object_status(
             "hikyo.dev",
             "v1alpha1",
             namespace,
             "hikyosecrets",
             name,
-            {"status": {"message": label}},
+            floor_status(world["generation"][cr], label, now),
             _request_timeout=CALL_TIMEOUT,
         )
+        kept = patched["status"]["conditions"][0]["message"] == label
+        if not (kept and ready_at_generation(patched)):
+            raise RuntimeError(f"the floor's status patch of {namespace}/{name} was not kept")
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as workers:
