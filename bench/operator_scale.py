@@ -16,7 +16,8 @@ the N tracked objects and reports the peak again.
 
 The floor (after the operator stopped, same run, same devserver and apiserver): per CR one
 HTTPS fetch of the same delivery (one kept-alive connection per thread), one Secret create,
-one status merge-patch; with 1 thread and with 8. Figures, not assertions.
+one status merge-patch writing Ready=True at the CR's generation; with 1 thread and with 8.
+Figures, not assertions.
 """
 
 from __future__ import annotations

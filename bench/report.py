@@ -321,7 +321,8 @@ NOTES = {
         "Ready=True at its generation, seen through one LIST and a WATCH; the CRs exist "
         "before the start. Floor: after the embedded operator stopped, in the same "
         "world, per CR one HTTPS fetch of the same delivery (kept-alive), one Secret create, "
-        "one status merge-patch; ratio = operator seconds / floor seconds (1 thread / 8 threads). "
+        "one status merge-patch writing Ready=True at the CR's generation (the state P1 waits "
+        "for); ratio = operator seconds / floor seconds (1 thread / 8 threads). "
         "Status reports yield to reconciles (S7.4): in brackets, the seconds until the "
         "devserver had accepted one report per CR (not part of the ratio)."
     ),

@@ -386,7 +386,7 @@ class OperatorProcess:
         # S7.4 (workers/report_gate.py): reports yield to a backlog of reconciles, at least as
         # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
         # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
-        waiting = not self._crd_problem() and self.runtime.queue.due_count() >= max(slots, 1)
+        waiting = not self._crd_problem() and self.runtime.queue.due_at_least(max(slots, 1))
         return self._report_gate.slots(free, waiting, time.monotonic())
 
     def _submit_report(self, ticket: Ticket) -> None:

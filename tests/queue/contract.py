@@ -106,6 +106,28 @@ class KeyedQueueContract:
         clock.advance(10)
         assert keys_of(queue.take_due()) == [APP]
 
+    def test_due_at_least_counts_only_the_keys_due_now(self, queue: KeyedQueue, clock: FakeClock):
+        """The S7.4 report gate's question: a key due later, a moved entry's old due time, a
+        taken key and a forgotten one do not count."""
+        k0, k1, k2, k3, k4, k5 = (
+            ObjectKey("team-c", f"k{i}", f"0b5e1f0c-0000-4000-8000-0000000001{i:02d}")
+            for i in range(6)
+        )
+        queue.add(k0, priority=Priority.FIRST)
+        queue.add(k1, priority=Priority.RESYNC)
+        queue.add(k2, delay=10)
+        queue.add(k3, delay=10)
+        queue.add(k4, priority=Priority.RESYNC, delay=10)
+        queue.add(k4, priority=Priority.RESYNC)  # moved earlier: due now
+        queue.add(k5)
+        queue.forget(k5)
+        assert queue.due_count() == 3
+        assert queue.due_at_least(0) and queue.due_at_least(3) and not queue.due_at_least(4)
+        assert keys_of(queue.take_due(limit=1)) == [k0]
+        assert queue.due_at_least(2) and not queue.due_at_least(3)
+        clock.advance(10)
+        assert queue.due_at_least(4) and not queue.due_at_least(5)
+
     def test_readd_keeps_higher_priority_and_earlier_due_time(
         self, queue: KeyedQueue, clock: FakeClock
     ):

@@ -286,6 +286,30 @@ class MemoryQueue(KeyedQueue):
             now = self._clock()
             return sum(1 for waiting in self._waiting.values() if waiting.due <= now)
 
+    def due_at_least(self, count: int) -> bool:
+        """Visits only heap entries due now, and stops at ``count`` live ones: a heap entry
+        due later has no descendant due sooner. Counting every waiting key instead cost the
+        embedded leader 13 % of its GIL time at 5,000 CRs, once per finished run."""
+        if count <= 0:
+            return True
+        with self._mutex:
+            now = self._clock()
+            found = 0
+            for heap in self._heaps.values():
+                unseen = [0] if heap and heap[0][0] <= now else []
+                while unseen:
+                    index = unseen.pop()
+                    _, seq, key = heap[index]
+                    waiting = self._waiting.get(key)
+                    if waiting is not None and waiting.seq == seq:  # else superseded
+                        found += 1
+                        if found >= count:
+                            return True
+                    for child in (2 * index + 1, 2 * index + 2):
+                        if child < len(heap) and heap[child][0] <= now:
+                            unseen.append(child)
+            return False
+
     def dispatched_count(self) -> int:
         with self._mutex:
             return len(self._dispatched)
