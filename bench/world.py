@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from bench.apiserver import CALL_TIMEOUT, list_json, ready_at_generation
 from bench.common import CREDENTIAL, INSTANCE, bench_hikyosecret, create_bench_instance
+from workers.engine.expiry import rfc3339
 
 NAMESPACES = 10
 KEYS = 10
@@ -142,7 +144,7 @@ def floor(api: Any, hikyo: Any, world: dict[str, Any], threads: int) -> dict[str
             client.V1Secret(metadata=client.V1ObjectMeta(name=f"{name}-{label}"), string_data=data),
             _request_timeout=CALL_TIMEOUT,
         )
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = rfc3339(datetime.now(UTC))
         patched = custom.patch_namespaced_custom_object_status(
             "hikyo.dev",
             "v1alpha1",

@@ -5,15 +5,11 @@ it, found nothing to change and wrote nothing, so the floor did one write per CR
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from bench.apiserver import ready_at_generation
 from bench.world import floor_status
-
-CRD = Path(__file__).resolve().parents[2] / "k8s" / "crds" / "hikyo.dev_hikyosecrets.yaml"
+from k8s.crd_manifests import load_crd_manifests
 
 
 def pruned_paths(schema: dict[str, Any], value: Any, path: str = "") -> list[str]:
@@ -31,7 +27,7 @@ def pruned_paths(schema: dict[str, Any], value: Any, path: str = "") -> list[str
 
 
 def status_schema() -> dict[str, Any]:
-    crd = yaml.safe_load(CRD.read_text())
+    [crd] = [c for c in load_crd_manifests() if c["spec"]["names"]["kind"] == "HikyoSecret"]
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
 
 

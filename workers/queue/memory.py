@@ -148,9 +148,9 @@ class MemoryQueue(KeyedQueue):
                 heap = self._heaps[priority]
                 while heap and len(tickets) < limit and heap[0][0] <= now:
                     due, seq, key = heapq.heappop(heap)
-                    waiting = self._waiting.get(key)
-                    if waiting is None or waiting.seq != seq:
-                        continue  # superseded by a later add/schedule, or forgotten
+                    waiting = self._live(seq, key)
+                    if waiting is None:
+                        continue
                     del self._waiting[key]
                     self._dispatched[key] = _Dispatched(now, priority, waiting.forced)
                     tickets.append(Ticket(key, waiting.forced, priority))
@@ -300,8 +300,7 @@ class MemoryQueue(KeyedQueue):
                 while unseen:
                     index = unseen.pop()
                     _, seq, key = heap[index]
-                    waiting = self._waiting.get(key)
-                    if waiting is not None and waiting.seq == seq:  # else superseded
+                    if self._live(seq, key) is not None:
                         found += 1
                         if found >= count:
                             return True
@@ -463,6 +462,12 @@ class MemoryQueue(KeyedQueue):
             self._enqueue(key, min(due for due, _ in wanted), min(p for _, p in wanted), forced)
         elif forced and key in self._waiting:
             self._waiting[key].forced = True
+
+    def _live(self, seq: int, key: ObjectKey) -> _Waiting | None:
+        """The key's waiting entry if the heap entry ``seq`` is its live one; None when a later
+        add/schedule superseded it or the key was taken or forgotten (lazy delete)."""
+        waiting = self._waiting.get(key)
+        return waiting if waiting is not None and waiting.seq == seq else None
 
     def _compact(self) -> None:
         """Drop superseded heap entries once they outnumber the live ones."""
