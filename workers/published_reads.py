@@ -9,7 +9,9 @@ its 13.2 requests per CR at a cold start of 1,000.
 The leader now publishes what its caches hold to the keyed-queue store (workers.queue
 .published), and a worker's ``KubeCluster.watched`` is a ``PublishedReads`` over it:
 
-- the instances, whole (an instance holds no credential, S1.1.1-S1.1.2);
+- the instances, without what could hold a credential: a URL's userinfo (refused at fetch
+  time, S3.1, so the worker still refuses it) and the annotations (kubectl's last-applied
+  copy repeats the URL), since nothing secret belongs in the store (S0.4);
 - per namespace, how many workloads opt in to some target. A worker lists the namespace's
   workloads only when that count is not 0; with none opted in, the list it would have made is
   empty (``resourceVersion=0`` lists are from the apiserver's watch cache anyway, a moment
@@ -50,12 +52,41 @@ TICK_SECONDS = 1.0
 STORE_ERRORS = (redis.RedisError, OSError)
 
 
+UNPUBLISHED_METADATA = frozenset({"managedFields", "annotations"})
+REDACTED_USERINFO = "redacted"
+
+
 def instance_text(instance: dict[str, Any] | None) -> str | None:
-    """An instance as published: its JSON without ``managedFields`` (nobody reads them)."""
+    """An instance as published: its JSON without ``managedFields`` and annotations (nobody
+    reads them) and with any userinfo of ``spec.url`` replaced by a fixed word."""
     if instance is None:
         return None
-    metadata = {k: v for k, v in instance.get("metadata", {}).items() if k != "managedFields"}
-    return json.dumps({**instance, "metadata": metadata}, separators=(",", ":"))
+    metadata = {
+        k: v for k, v in instance.get("metadata", {}).items() if k not in UNPUBLISHED_METADATA
+    }
+    published = {**instance, "metadata": metadata}
+    spec = instance.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("url"), str):
+        published["spec"] = {**spec, "url": without_userinfo(spec["url"])}
+    return json.dumps(published, separators=(",", ":"))
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with the userinfo of its authority (``user:password@``) replaced by a fixed
+    word, so the worker's S3.1 check refuses it for the same reason and the store never holds
+    it. The URL is otherwise kept as written, so every other check answers as before. The
+    authority is found as ``urllib.parse.urlsplit`` finds it (after ``//``, up to ``/?#``),
+    by hand, because urlsplit raises on some malformed hosts."""
+    start = url.find("//")
+    if start < 0:
+        return url
+    start += 2
+    ends = [i for i in (url.find(c, start) for c in "/?#") if i >= 0]
+    end = min(ends, default=len(url))
+    authority = url[start:end]
+    if "@" not in authority:
+        return url
+    return f"{url[:start]}{REDACTED_USERINFO}@{authority.rpartition('@')[2]}{url[end:]}"
 
 
 def count_text(count: int) -> str | None:

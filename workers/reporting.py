@@ -19,7 +19,13 @@ from .engine.errors import HikyoClientError
 from .engine.fetched import Scope
 from .engine.observe import read_credential
 from .engine.outcome import Requeue
-from .engine.pacing import gate_note_names, instance_gate, note_answer, pause_instance
+from .engine.pacing import (
+    gate_note_names,
+    instance_gate,
+    note_answer,
+    pause_instance,
+    pause_scope,
+)
 from .engine.reports import (
     capabilities_note,
     heartbeat_period,
@@ -87,17 +93,19 @@ def run_report(
 
 def _pace_wait(
     runtime: Runtime,
-    instance_uid: str,
+    scope: str,
     now: float,
     gate_notes: tuple[str | None, str | None] | None = None,
 ) -> float:
     """0 when this report may go to the instance now (a token taken), else seconds to wait:
-    the S4.1.6 pause, the unresponsive-instance probe gate, the instance's token bucket.
-    ``gate_notes``: the instance's ``gate_note_names`` when already read."""
+    the S4.1.6 pause of its org, the unresponsive-instance probe gate, the instance's token
+    bucket. ``scope``: the report's ``pause_scope``; ``gate_notes``: its ``gate_note_names``
+    when already read."""
     store = runtime.queue
+    instance_uid, _, org = scope.partition("/")  # a UID holds no "/"
     # A report to an instance that stopped answering would hold a worker slot like a fetch:
     # it waits for the probe gate too (the report may be the probe).
-    gate = instance_gate(store, instance_uid, now, gate_notes)
+    gate = instance_gate(store, instance_uid, org, now, gate_notes)
     return (
         gate.paused
         or gate.probe_in
@@ -115,23 +123,24 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     """(the attempt, seconds until the next one); (None, None) when the CR is gone.
 
     A report that had to wait for its instance's pace (a token, a pause, the probe gate)
-    notes the instance's UID for the wait; its next attempt asks the pace first and, while it
-    must still wait, reads nothing (issue 13: at 1,000 CRs the waits cost ~17 GETs of the CR
-    and as many of the instance per report). Once it may go, everything is read as always.
-    The notes an attempt needs are read together: those of the CR and the cluster first, the
-    instance's once it is known (issue 13: 7 reads of the store per report became 3).
+    notes the instance's UID and org (``pause_scope``) for the wait; its next attempt asks the
+    pace first and, while it must still wait, reads nothing (issue 13: at 1,000 CRs the waits
+    cost ~17 GETs of the CR and as many of the instance per report). Once it may go,
+    everything is read as always. The notes an attempt needs are read together: those of the
+    CR and the cluster first, the instance's once it is known (issue 13: 7 reads of the store
+    per report became 3).
     """
     cluster, store = runtime.cluster, runtime.queue
-    paced_instance, reports_paused, known_cluster_id = store.get_notes(
+    paced_scope, reports_paused, known_cluster_id = store.get_notes(
         _waiting_note(key), _reports_paused_note(key), CLUSTER_ID_NOTE
     )
-    if paced_instance:
+    if paced_scope:
         if reports_paused:  # S7.5: the pause wins, as below
-            paced_instance = None
+            paced_scope = None
         else:
-            wait = _pace_wait(runtime, paced_instance, time.time())
+            wait = _pace_wait(runtime, paced_scope, time.time())
             if wait > 0:
-                store.put_note(_waiting_note(key), paced_instance, wait + WAITING_NOTE_MARGIN)
+                store.put_note(_waiting_note(key), paced_scope, wait + WAITING_NOTE_MARGIN)
                 return None, wait
     cr = cluster.get_hikyosecret(key.namespace, key.name)
     if cr is None or cr["metadata"]["uid"] != key.uid:
@@ -147,8 +156,9 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     if instance is None:
         return None, period
     instance_uid = instance["metadata"]["uid"]
+    scope = pause_scope(instance_uid, spec.org)
     capabilities, paused_until, unresponsive = store.get_notes(
-        capabilities_note(instance_uid), *gate_note_names(instance_uid)
+        capabilities_note(instance_uid), *gate_note_names(instance_uid, spec.org)
     )
     if not reporting_offered(capabilities):
         return None, period  # S7.2: only to a server that advertised the capability
@@ -158,15 +168,11 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
         return None, period
     now = time.time()
     # S4.1.6: reports share the instance's pace; a token taken above for this very instance
-    # is this report's.
+    # and org is this report's.
     gate_notes = (paused_until, unresponsive)
-    wait = (
-        0.0
-        if paced_instance == instance_uid
-        else _pace_wait(runtime, instance_uid, now, gate_notes)
-    )
+    wait = 0.0 if paced_scope == scope else _pace_wait(runtime, scope, now, gate_notes)
     if wait > 0:
-        store.put_note(_waiting_note(key), instance_uid, wait + WAITING_NOTE_MARGIN)
+        store.put_note(_waiting_note(key), scope, wait + WAITING_NOTE_MARGIN)
         return None, wait
     credential = read_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
     if not isinstance(credential, Credential):
@@ -181,7 +187,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     note_answer(store, instance_uid, answer.detail if answer.status is None else None)
     decided = verdict(answer.status, answer.retry_after, period)
     if answer.status == 429:  # S7.5: plus the instance pause
-        pause_instance(store, instance_uid, answer.retry_after or 1.0, now)
+        pause_instance(store, scope, answer.retry_after or 1.0, now)
     if decided.pause:
         store.put_note(_reports_paused_note(key), "1", decided.pause)
     attempt = ReportAttempt(

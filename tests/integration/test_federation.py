@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from devserver import DevServer, service_account_subject
 from tests.support.factories import DELETE
 from tests.support.kube import get_raw
+from tests.support.operator_harness import write_requests
 from tests.support.world import World, canary
 
 DISCOVERY_ROLE = "system:service-account-issuer-discovery"
@@ -157,6 +158,31 @@ def test_service_account_token_delivers(world, trusted):
     # A second reconcile requests a fresh token (S2.3.5) that the binding accepts again.
     assert world.reconcile().outcome.reason == "Current"
     assert [r.credential_id for r in world.requests()] == [credential_id, credential_id]
+
+
+def test_federated_resyncs_store_no_expiry_and_write_nothing(world, trusted, api_client):
+    """S4.13 rev 3 and S4.17: the token the operator mints for ``serviceAccountRef`` expires
+    soon and moves on every renewal; it sets no CredentialExpiry and no stored instant, so an
+    unchanged resync writes nothing (the apiserver's own counters, and the objects' versions)."""
+    audience = audience_for(world)
+    federated_world(world, audience)
+    bind(world, trusted, audience)
+    assert reconcile(world).outcome.reason == "Delivered"
+    # The first current answer moves Synced from Delivered to Current: one write.
+    assert world.reconcile().outcome.reason == "Current"
+    assert "credentialExpiresAt" not in world.status()
+    assert "CredentialExpiry" not in world.conditions()
+    versions = (world.cr()["metadata"]["resourceVersion"], world.target().resource_version)
+    # Deletes are left out: earlier tests' namespaces may still be going (namespace controller).
+    before = {k: v for k, v in write_requests(api_client).items() if not k.startswith("DELETE")}
+    for _ in range(2):
+        result = world.reconcile()
+        assert result.outcome.reason == "Current", result.outcome.message
+        assert result.status_written is False
+    after = {k: v for k, v in write_requests(api_client).items() if not k.startswith("DELETE")}
+    assert after == before
+    assert (world.cr()["metadata"]["resourceVersion"], world.target().resource_version) == versions
+    assert len(world.requests()) == 4  # each resync did fetch, with a fresh token
 
 
 def test_instance_audience_other_than_the_bound_one_is_refused(world, trusted):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from tests.support.operator_harness import Operator, populate
 from tests.support.waiting import wait_for
 from tests.support.world import World, canary
 
-RESYNC = "10s"  # 3 x 10 s: a dead owner's Lease goes stale 30 s after its last renewal
+RESYNC_SECONDS = 10
+RESYNC = f"{RESYNC_SECONDS}s"  # a stopped owner's Lease goes stale 30 s after its last renewal
 
 
 def _operator(tmp: Path, kubeconfig: Path, home: str, watched: str) -> Operator:
@@ -34,6 +36,26 @@ def _ready_and_owned_by(world: World, home: str) -> dict | None:
     owned = status.get("operatorNamespace") == home
     current = status.get("observedGeneration") == cr["metadata"]["generation"]
     return status if ready and owned and current else None
+
+
+def _last_write(obj: dict, subresource: str = "") -> datetime:
+    """When the operator's field manager last changed ``obj`` (or its status subresource), by
+    the apiserver's own record: managedFields' time, in whole seconds."""
+    times = [
+        datetime.fromisoformat(entry["time"])
+        for entry in obj["metadata"].get("managedFields") or []
+        if entry.get("manager") == "hikyo-operator"
+        and entry.get("subresource", "") == subresource
+    ]
+    assert times, f"no write by hikyo-operator to {subresource or 'the object'}"
+    return max(times)
+
+
+def _lease_renewed(core_api: client.ApiClient, home: str) -> datetime:
+    lease = client.CoordinationV1Api(core_api).read_namespaced_lease(
+        "hikyo-operator.hikyo.dev", home
+    )
+    return lease.spec.renew_time
 
 
 def _delivered(world: World, value: str) -> bool:
@@ -72,6 +94,7 @@ def test_a_second_operator_takes_the_cr_over_once_the_owner_stops(
             first.stop()  # SIGTERM: A hands its Lease back (holderIdentity "")
         else:
             first.kill()  # SIGKILL: A's Lease keeps its holder and just stops being renewed
+        last_renewal = _lease_renewed(world.api_client, home_a)
         changed = canary("value")
         world.publish(DATABASE_URL=canary("value"), LOG_LEVEL=changed)  # only B is left to see it
 
@@ -81,6 +104,15 @@ def test_a_second_operator_takes_the_cr_over_once_the_owner_stops(
             interval=0.5,
             what="B takes the CR over and delivers the new value",
         )
+        # S4.1.7 rev 3: B's first write (the only one that delivers the new value, with the
+        # status that records it) comes 3 x resyncInterval after A's last renewal, whether A
+        # released its Lease or not (whole seconds: the apiserver's managedFields resolution).
+        stale_at = last_renewal + timedelta(seconds=3 * RESYNC_SECONDS - 1)
+        secret = world.api_client.sanitize_for_serialization(
+            core.read_namespaced_secret("app-env-0", world.namespace)
+        )
+        assert _last_write(secret) >= stale_at
+        assert _last_write(world.cr("app-0"), "status") >= stale_at
     finally:
         b.stop()
         a.stop()

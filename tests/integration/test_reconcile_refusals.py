@@ -16,6 +16,7 @@ from k8s.gateway import KubeCluster
 from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
+from workers.engine.pacing import RESUME_WINDOW
 from workers.engine.reconcile import Engine
 from workers.queue.memory import MemoryQueue
 
@@ -695,40 +696,21 @@ def test_a_cr_of_another_live_operator_is_left_alone_until_its_lease_goes_stale(
 # --- outbound pacing (S4.1.6) --------------------------------------------------------------------
 
 
-def test_a_429_pauses_every_cr_of_that_instance(world, api_client):
-    """The pause is per instance: a second CR on it makes no request until the pause ends."""
+def test_a_429_pauses_every_cr_of_that_instance_and_org(world, api_client):
+    """The pause is per (instance, org): a second CR of the org makes no request until the
+    pause ends (another org's CRs: tests/integration/test_pause_per_org.py)."""
     world.ready()
     world.create_cr("second", target={"name": "second-env"})
     world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="30"), times=1)
     first = world.reconcile(forced_full=True)
-    assert first.outcome.requeue is Requeue.AFTER and first.outcome.delay == 30
+    assert first.outcome.requeue is Requeue.AFTER
+    assert first.outcome.delay == 30 + RESUME_WINDOW  # after the CRs that wait for the pause
     sent = len(world.requests())
     second = world.reconcile("second")
     assert second.outcome.reason == "InstancePaused"
-    assert 25 < second.outcome.delay < 60  # the pause left, spread per CR over one more pause
+    assert 25 < second.outcome.delay < 30 + RESUME_WINDOW  # the pause left, then in due order
     assert second.status_written is False
     assert len(world.requests()) == sent  # nothing went to the paused instance
-
-
-def test_crs_waiting_on_a_429_pause_come_back_spread_out(world, api_client):
-    """S4.1.6: each CR runs once per pause, not all at its end at once (the spread is fixed per
-    CR within one more pause length; ten CRs all within 5 s of each other would mean no spread:
-    for random UIDs that chance is about 1e-6)."""
-    world.ready()
-    names = [f"waiting-{index}" for index in range(10)]
-    for name in names:
-        world.create_cr(name, target={"name": f"{name}-env"})
-    world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="30"), times=1)
-    assert world.reconcile(forced_full=True).outcome.delay == 30
-    delays = []
-    for name in names:
-        outcome = world.reconcile(name).outcome
-        if outcome.reason == "FinalizerAdded":
-            outcome = world.reconcile(name).outcome
-        assert outcome.reason == "InstancePaused"
-        delays.append(outcome.delay)
-    assert all(25 < delay < 60 for delay in delays), delays
-    assert max(delays) - min(delays) > 5, delays
 
 
 def test_the_token_bucket_paces_fetches_without_failing(world, api_client):

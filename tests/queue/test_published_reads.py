@@ -5,6 +5,7 @@ another) stops vouching, and nothing but instances and counts is stored."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from types import SimpleNamespace
@@ -13,11 +14,13 @@ from typing import Any
 import pytest
 import redis
 
+from hikyo.endpoint import normalize_base_url
 from k8s.localcluster.ports import free_port
 from k8s.watch_cache import WatchedReads
 from tests.support.operator_harness import dump_redis
 from tests.support.waiting import wait_for
 from tests.support.watch_fakes import FakeWatcher, instance_object
+from workers.engine.errors import InvalidBaseUrl
 from workers.engine.ports import DEPLOYMENT
 from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
 from workers.queue.memory import MemoryQueue
@@ -370,6 +373,32 @@ def test_redis_holds_instances_and_counts_never_a_stamp(
     raw = dump_redis(redis_server.url)
     assert f"{prefix}:view:{WORKLOADS}" in raw and "https://hikyo.example" in raw
     assert STAMP_CANARY not in raw and "managedFields" not in raw
+
+
+def test_an_instance_url_s_password_never_reaches_redis_and_the_worker_still_refuses_it(
+    store: PublishedStore, redis_server, worker: PublishedReads
+):
+    """S0.4 (issue 33 item 4): an instance whose URL carries ``user:password@`` (refused at
+    fetch time, S3.1) is published without it, and without kubectl's last-applied copy."""
+    password = "url-password-canary-5e2a"
+    url = f"https://operator:{password}@hikyo.example:8443/base"
+    hostile = _instance("hostile")
+    hostile["spec"]["url"] = url
+    hostile["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"spec": {"url": url}})
+    }
+    leader = Leader(store)
+    leader.instance_event("ADDED", hostile)
+    leader.publisher.tick()
+    raw = dump_redis(redis_server.url)
+    assert "hostile" in raw and "hikyo.example:8443/base" in raw
+    assert password not in raw and "operator:" not in raw
+    published_url = worker.instances.lookup("hostile")[1]["spec"]["url"]
+    with pytest.raises(InvalidBaseUrl) as refused:
+        normalize_base_url(url)
+    with pytest.raises(InvalidBaseUrl) as refused_as_published:
+        normalize_base_url(published_url)
+    assert str(refused_as_published.value) == str(refused.value)  # the same S3.1 refusal
 
 
 def test_an_unreachable_redis_is_said_once_without_its_url_and_workers_read_the_apiserver(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.factories import DELETE
+from tests.support.factories import DELETE, ORG
 from tests.unit.decide_fixtures import (
     CR_UID,
     CURSOR,
@@ -40,6 +40,7 @@ from tests.unit.decide_fixtures import (
     key_for,
     observed,
     planned,
+    sa_cr,
     scrubbed_condition,
     typed_cr,
     with_status,
@@ -56,7 +57,13 @@ from workers.engine.decide_rollout import settle_rollout
 from workers.engine.expiry import rfc3339
 from workers.engine.fetched import FetchOutcome
 from workers.engine.outcome import Requeue
-from workers.engine.pacing import PROBE_INTERVAL_SECONDS
+from workers.engine.pacing import (
+    MAX_PAUSE,
+    PROBE_INTERVAL_SECONDS,
+    RESUME_WINDOW,
+    pause_scope,
+    resume_delay_while_paused,
+)
 from workers.engine.plan import FetchAttempt, Gate, StoreNote
 from workers.engine.ports import SecretObject
 from workers.engine.stamp import compute_stamp, empty_content_stamp
@@ -620,16 +627,36 @@ def test_R16_S4_12_not_materialized_retains_and_resyncs():
 
 @pytest.mark.parametrize(
     ("retry_after", "wait"),
-    [pytest.param(7.0, 7.0, id="retry-after-7s"), pytest.param(None, 1.0, id="absent-means-1s")],
+    [
+        pytest.param(7.0, 7.0, id="retry-after-7s"),
+        pytest.param(None, 1.0, id="absent-means-1s"),
+        pytest.param(0.2, 1.0, id="at-least-1s"),
+        pytest.param(3600.0, MAX_PAUSE, id="at-most-5min"),
+    ],
 )
-def test_R16_429_pauses_the_instance_and_requeues_after_without_backoff(retry_after, wait):
+def test_R16_429_pauses_the_instance_for_the_org_and_requeues_after_the_waiters(retry_after, wait):
+    """S4.1.6 rev 3: the pause covers (instance, spec.scope.org); the CR that drew it comes
+    back after the window in which the CRs that waited for the pause come back."""
     attempt = answer(FetchOutcome.RATE_LIMITED, 429, retry_after=retry_after)
     plan = answered(observed(), attempt)
     outcome = plan.outcome
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
-    assert outcome.requeue is Requeue.AFTER and outcome.delay == wait
-    assert plan.store == [StoreNote("pause", INSTANCE_UID, seconds=wait)]
+    assert outcome.requeue is Requeue.AFTER and outcome.delay == wait + RESUME_WINDOW
+    assert plan.store == [StoreNote("pause", pause_scope(INSTANCE_UID, ORG), seconds=wait)]
     assert outcome.status == {} and plan.secret is None
+
+
+def test_S4_1_6_crs_that_met_a_pause_come_back_in_the_order_they_became_due():
+    """A pause of P seconds starts at 0; CRs meet it at 0.5, 10 and 29 s (each one became due
+    then), and the CR that drew it comes back by its own due time: the pause's end."""
+    pause = 30.0
+    met_at = [0.5, 10.0, 29.0]
+    back_at = [t + resume_delay_while_paused(pause - t) for t in met_at]
+    drawer_back_at = 0.0 + pause + RESUME_WINDOW
+    assert back_at == sorted(back_at)  # first due, first back
+    assert all(pause <= t < drawer_back_at for t in back_at)  # not before the end
+    assert resume_delay_while_paused(MAX_PAUSE) == MAX_PAUSE  # the earliest possible comes first
+    assert resume_delay_while_paused(0.0) == RESUME_WINDOW  # the latest comes last
 
 
 @pytest.mark.parametrize(
@@ -678,6 +705,26 @@ def test_S4_13_credential_expiry(expires, reason, current):
         assert _condition(outcome, "CredentialExpiry") == ("True", reason)
         assert rfc3339(expires) in outcome.conditions["CredentialExpiry"].message
         assert ("Warning", reason) in _events(outcome)
+
+
+@pytest.mark.parametrize("expires", [days(-1), days(0.01), days(3), days(30)])
+@pytest.mark.parametrize("current", [False, True], ids=["full", "current"])
+def test_S4_13_an_operator_minted_token_has_no_credential_expiry(expires, current):
+    """S4.13 rev 3: the operator mints and renews a serviceAccountRef token itself; its expiry
+    is not the user's to act on and moves on every renewal, which would write the status on
+    every resync (S4.17): no condition, no stored instant, no event, whatever the answer says."""
+    stored = {"type": "CredentialExpiry", "status": "True", "reason": "ExpiresSoon", "message": "m"}
+    the_cr = sa_cr()
+    target = controlled_target(DEFAULT_DATA)
+    status = eligible_status(the_cr, target) | {
+        "conditions": [stored],
+        "credentialExpiresAt": "2026-12-04T21:00:00Z",
+    }
+    obs = observed(with_status(the_cr, status), target=target)
+    outcome = answered(obs, delivery(current=current, expires=expires)).outcome
+    assert outcome.conditions["CredentialExpiry"] is None  # an old one is removed
+    assert outcome.status["credentialExpiresAt"] is None
+    assert not [e for e in outcome.events if e.reason in ("Expired", "ExpiresSoon")]
 
 
 @pytest.mark.parametrize(

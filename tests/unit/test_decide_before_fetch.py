@@ -183,12 +183,20 @@ def test_R0_S4_1_7_foreign_owner_live_stands_off_without_write_and_rechecks(age,
     assert plan.outcome.delay <= resync_seconds
 
 
+def test_R0_S4_1_7_a_released_lease_renewed_lately_stands_off():
+    """S4.1.7 rev 3: a clean stop empties holderIdentity and keeps renewTime; it is judged by
+    renewTime, so a rolling update of the owner's install hands nothing over."""
+    plan = stopped(_foreign(_lease(10.0, holder="")))
+    assert_quiet(plan, "ForeignOwner")
+    assert plan.outcome.requeue is Requeue.AFTER and plan.outcome.delay == 300.0
+
+
 @pytest.mark.parametrize(
     "lease",
     [
         pytest.param(_lease(3 * 300.0 + 1), id="stale-lease-over-3x-resync"),
+        pytest.param(_lease(3 * 300.0 + 1, holder=""), id="released-lease-stale-by-renew-time"),
         pytest.param(None, id="no-lease-at-all"),
-        pytest.param(_lease(10.0, holder=""), id="released-lease-without-holder"),
         pytest.param(LeaseRecord("pod", None), id="never-renewed"),
     ],
 )

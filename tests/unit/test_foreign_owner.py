@@ -50,9 +50,18 @@ def test_a_lease_renewed_3_resync_intervals_ago_or_earlier_is_taken_over(age):
     assert _judge(_renewed(age)) == OwnerVerdict(None)
 
 
-def test_a_released_lease_is_taken_over_at_once():
-    """A clean shutdown empties holderIdentity (k8s/leader.py _release): nobody runs there."""
-    assert _judge(_renewed(1, holder="")) == OwnerVerdict(None)
+@pytest.mark.parametrize("age", [1, 3 * RESYNC - 20])
+def test_a_released_lease_is_judged_by_its_renew_time(age):
+    """S4.1.7 rev 3: a clean stop empties holderIdentity (k8s/leader.py _release) and keeps
+    renewTime; a rolling update of the owner's install starts that way, so the other install
+    stands off until the Lease is 3 resync intervals old, as for any live owner."""
+    released = _renewed(age, holder="")
+    assert _judge(released) == _judge(_renewed(age))
+    assert _judge(released).owner == THEIRS_NS
+
+
+def test_a_released_lease_is_taken_over_once_stale():
+    assert _judge(_renewed(3 * RESYNC, holder="")) == OwnerVerdict(None)
 
 
 def test_a_lease_never_renewed_or_absent_is_taken_over():

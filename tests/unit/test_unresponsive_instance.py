@@ -13,12 +13,14 @@ from workers.engine.pacing import (
     instance_gate,
     note_answer,
     pause_instance,
+    pause_scope,
     spread,
     unresponsive_wait,
 )
 from workers.queue.memory import MemoryQueue
 
 UID = "instance-uid"
+ORG = "acme"
 
 
 class Clock:
@@ -91,11 +93,11 @@ def test_stood_off_crs_wake_spread_out():
 
 def test_the_gate_reads_the_pause_and_the_unresponsive_mark_in_one_round_trip(clock):
     store = NoteReadCountingQueue(clock)
-    assert instance_gate(store, UID, clock.now) == InstanceGate(0.0, 0.0)
+    assert instance_gate(store, UID, ORG, clock.now) == InstanceGate(0.0, 0.0)
     assert store.note_reads == 1
     note_answer(store, UID, "timeout")  # unresponsive: this run was its probe
     store.note_reads = 0
-    gate = instance_gate(store, UID, clock.now)
+    gate = instance_gate(store, UID, ORG, clock.now)
     assert gate.paused == 0 and gate.probe_in == pytest.approx(PROBE_INTERVAL_SECONDS)
     assert store.note_reads == 1
 
@@ -103,14 +105,14 @@ def test_the_gate_reads_the_pause_and_the_unresponsive_mark_in_one_round_trip(cl
 def test_a_paused_instance_waits_its_pause_and_takes_no_probe_token(store, clock):
     note_answer(store, UID, "timeout")
     clock.now += PROBE_INTERVAL_SECONDS  # a probe token is due again
-    pause_instance(store, UID, 20.0, clock.now)  # and a 429 paused the instance
-    assert instance_gate(store, UID, clock.now) == InstanceGate(pytest.approx(20.0), 0.0)
+    pause_instance(store, pause_scope(UID, ORG), 20.0, clock.now)  # and a 429 paused the instance
+    assert instance_gate(store, UID, ORG, clock.now) == InstanceGate(pytest.approx(20.0), 0.0)
     clock.now += 20.0
-    assert instance_gate(store, UID, clock.now) == InstanceGate(0.0, 0.0)  # the probe token
-    assert instance_gate(store, UID, clock.now).probe_in > 0  # was still there, and is taken
+    assert instance_gate(store, UID, ORG, clock.now) == InstanceGate(0.0, 0.0)  # the probe token
+    assert instance_gate(store, UID, ORG, clock.now).probe_in > 0  # was still there, and is taken
 
 
 def test_notes_already_read_are_not_read_again(clock):
     store = NoteReadCountingQueue(clock)
-    gate = instance_gate(store, UID, clock.now, (repr(clock.now + 5.0), None))
+    gate = instance_gate(store, UID, ORG, clock.now, (repr(clock.now + 5.0), None))
     assert gate == InstanceGate(pytest.approx(5.0), 0.0) and store.note_reads == 0

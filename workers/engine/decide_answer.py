@@ -22,7 +22,14 @@ from .messages import key_list
 from .native_types import OPAQUE
 from .observed import Observed
 from .outcome import Event, Outcome, Requeue, failure, refusal
-from .pacing import PROBE_INTERVAL_SECONDS, spread
+from .pacing import (
+    PROBE_INTERVAL_SECONDS,
+    pause_scope,
+    pause_seconds,
+    resume_delay_after_429,
+    resume_delay_while_paused,
+    spread,
+)
 from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote
 from .ports import SecretObject
 from .settings import OperatorSettings
@@ -94,12 +101,17 @@ def _answer(
             )
         )
     elif result.outcome is FetchOutcome.RATE_LIMITED:  # S4.1.6: no backoff step
-        wait = result.retry_after or 1.0
         plan = Plan(
             outcome=failure(
-                "rate limited by the Hikyo server (status 429)", requeue=Requeue.AFTER, delay=wait
+                "rate limited by the Hikyo server (status 429)",
+                requeue=Requeue.AFTER,
+                delay=resume_delay_after_429(result.retry_after),
             ),
-            store=[StoreNote("pause", uid, seconds=wait)],
+            store=[
+                StoreNote(
+                    "pause", pause_scope(uid, spec.org), seconds=pause_seconds(result.retry_after)
+                )
+            ],
         )
     else:
         plan = Plan(outcome=failure(f"fetch failed: {result.detail}"))  # S4.11
@@ -120,9 +132,8 @@ def _gated(attempt: FetchAttempt, instance_name: str, cr_uid: str) -> Outcome:
         outcome.events = []
         return outcome
     if attempt.gate is Gate.PAUSED:
-        # Spread over up to one more pause length, so the CRs waiting on it do not all come
-        # back at its end at once (each runs once per pause, S4.1.6).
-        return _paced("InstancePaused", spread(attempt.wait, cr_uid))
+        # Back at the pause's end, in the order the CRs waiting on it became due (S4.1.6).
+        return _paced("InstancePaused", resume_delay_while_paused(attempt.wait))
     return _paced("Paced", attempt.wait)
 
 
@@ -142,7 +153,12 @@ def _delivered(
     now: Now,
 ) -> Plan:
     stored_conditions = {c["type"]: c for c in observed.status.get("conditions") or []}
-    findings = expiry.evaluate(delivery, stored_conditions, now.at)  # S4.13 first
+    findings = expiry.evaluate(  # S4.13 first
+        delivery,
+        stored_conditions,
+        now.at,
+        operator_minted=fetch.spec.credential_service_account is not None,
+    )
     if delivery.current:
         plan = Plan(
             outcome=Outcome(

@@ -26,10 +26,18 @@ class ExpiryFindings:
 
 
 def evaluate(
-    delivery: Delivery, stored_conditions: Mapping[str, Mapping[str, Any]], now: datetime
+    delivery: Delivery,
+    stored_conditions: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+    *,
+    operator_minted: bool = False,
 ) -> ExpiryFindings:
+    """``operator_minted``: the credential is a token the operator requests and renews itself
+    (``auth.serviceAccountRef``), whose expiry is not the user's to act on (rev 3)."""
     found = ExpiryFindings()
-    expiry = delivery.credential_expires_at
+    # A minted token's expiry moves with every renewal: storing it would write the status on
+    # every resync (S4.17) and tell the user to rotate what the operator rotates.
+    expiry = None if operator_minted else delivery.credential_expires_at
     if expiry is None:
         found.conditions[CREDENTIAL_EXPIRY] = None
         found.status["credentialExpiresAt"] = None

@@ -1,7 +1,7 @@
 """R15: take a token for the instance (S4.1.6), then fetch (S3.3) through the server port.
 
 The only step between the two decisions; it stands off without fetching while the instance is
-paused by a 429, probed after it stopped answering, or out of tokens.
+paused for its org by a 429, probed after it stopped answering, or out of tokens.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def fetch(
     clocks: Clocks,
 ) -> FetchAttempt:
     instance_uid = plan.instance_uid
-    gate = instance_gate(store, instance_uid, now.wall)
-    if gate.paused > 0:  # a 429 paused every request to this instance
+    gate = instance_gate(store, instance_uid, plan.spec.org, now.wall)
+    if gate.paused > 0:  # a 429 paused every request to this instance for this org
         return FetchAttempt(gate=Gate.PAUSED, wait=gate.paused)
     if gate.probe_in > 0:  # another run is probing an instance that stopped answering
         return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=gate.probe_in)

@@ -41,19 +41,21 @@ def judge_owner(
 
     ``lease`` is None when the Lease does not exist; ``lease_readable`` False when reading it
     failed (forbidden included), which counts as a live owner. A Lease without a holder was
-    released by a clean shutdown: nobody runs there, so it is not a live owner either.
+    released by a clean stop, which is also how a rolling update of the owner's install
+    begins: it is judged by its renewTime like any other (rev 3), so an overlapping install
+    does not take over, and restart every opted-in workload, while the owner's new pod starts.
     """
     if not recorded or recorded == own_namespace:
         return OURS
     if not lease_readable:
         # Cannot tell: assume alive, but look again (RBAC or the apiserver may recover).
         return OwnerVerdict(recorded, max(resync_seconds, MIN_RECHECK_SECONDS))
-    if lease is None or not lease.holder or lease.renewed_at is None:
+    if lease is None or lease.renewed_at is None:
         return OURS
     threshold = STALE_AFTER_RESYNCS * resync_seconds
     age = (now - lease.renewed_at).total_seconds()
     if age >= threshold:
         return OURS
-    # Live: re-check by the time it would go stale, and at least every resync interval, so a
-    # released Lease (a clean stop renews nothing) is noticed within one interval.
+    # Live: re-check by the time it would go stale, and at least every resync interval, so an
+    # owner that stopped for good (it renews nothing) is noticed within one interval of that.
     return OwnerVerdict(recorded, max(min(threshold - age, resync_seconds), MIN_RECHECK_SECONDS))

@@ -1,5 +1,5 @@
 """Outbound pacing per Hikyo instance (S4.1.6): one token bucket shared by every process, and
-a pause of every request to an instance after it answered 429."""
+a pause of every request to an instance for one org after it answered 429."""
 
 from __future__ import annotations
 
@@ -11,21 +11,54 @@ from typing import NamedTuple
 from .ports import CoordinationStore
 
 TOKEN_WAIT_BUDGET = 5.0  # no token within 5 s: stop before the fetch, requeue when one is due
+MIN_PAUSE = 1.0
 MAX_PAUSE = 300.0
+# At a pause's end its CRs come back within this window, in the order they became due; the CR
+# whose request drew the 429 comes back after the window (S4.1.6 rev 3), so it never runs
+# ahead of CRs that waited longer (each window's draw of tokens keeps the order it is given).
+RESUME_WINDOW = 1.0
 
 
-def _pause_note(instance_uid: str) -> str:
-    return f"instance-paused:{instance_uid}"
+def pause_scope(instance_uid: str, org: str) -> str:
+    """What one 429 pauses (S4.1.6 rev 3): the real server limits machine fetches per org and
+    per instance, so a pause covers one org of one instance; an instance-wide limit answers
+    429 to every org, which pauses each in turn."""
+    return f"{instance_uid}/{org}"
+
+
+def _pause_note(scope: str) -> str:
+    return f"instance-paused:{scope}"
 
 
 def _left(until: str | None, now: float) -> float:
     return max(0.0, float(until) - now) if until else 0.0
 
 
-def pause_instance(store: CoordinationStore, instance_uid: str, seconds: float, now: float) -> None:
-    """After a 429: clamp(Retry-After, 1 s, 5 min) for every request to the instance."""
-    seconds = min(max(seconds, 1.0), MAX_PAUSE)
-    store.put_note(_pause_note(instance_uid), repr(now + seconds), seconds)
+def pause_seconds(retry_after: float | None) -> float:
+    """clamp(Retry-After, 1 s, 5 min); absent => 1 s (S4.1.6)."""
+    return min(max(retry_after or MIN_PAUSE, MIN_PAUSE), MAX_PAUSE)
+
+
+def pause_instance(store: CoordinationStore, scope: str, seconds: float, now: float) -> None:
+    """After a 429: every request to the instance for the org of ``scope`` (``pause_scope``)
+    waits clamp(Retry-After, 1 s, 5 min)."""
+    seconds = pause_seconds(seconds)
+    store.put_note(_pause_note(scope), repr(now + seconds), seconds)
+
+
+def resume_delay_after_429(retry_after: float | None) -> float:
+    """When the CR whose request drew a 429 runs again: after the pause and after the window
+    in which the CRs that waited for it come back (S4.1.6 rev 3)."""
+    return pause_seconds(retry_after) + RESUME_WINDOW
+
+
+def resume_delay_while_paused(paused_left: float) -> float:
+    """When a CR that found its (instance, org) paused runs again: at the pause's end, placed
+    in the resume window by how long it has waited, so the CRs that became due first run first
+    (a CR that met the pause with ``paused_left`` seconds to go became due before one that met
+    it with less). Pure arithmetic on the seconds left, so every process agrees."""
+    left = min(max(paused_left, 0.0), MAX_PAUSE)
+    return left + RESUME_WINDOW * (1.0 - left / MAX_PAUSE)
 
 
 def wait_for_token(
@@ -83,21 +116,22 @@ class InstanceGate(NamedTuple):
     probe_in: float
 
 
-def gate_note_names(instance_uid: str) -> tuple[str, str]:
+def gate_note_names(instance_uid: str, org: str) -> tuple[str, str]:
     """The two notes ``instance_gate`` reads, for a caller that reads them with others."""
-    return _pause_note(instance_uid), _unresponsive_note(instance_uid)
+    return _pause_note(pause_scope(instance_uid, org)), _unresponsive_note(instance_uid)
 
 
 def instance_gate(
     store: CoordinationStore,
     instance_uid: str,
+    org: str,
     now: float,
     notes: tuple[str | None, str | None] | None = None,
 ) -> InstanceGate:
-    """The instance's 429 pause, else ``unresponsive_wait``, from one read of both notes
-    (issue 13: a round trip less per run); ``notes`` are those of ``gate_note_names`` when
-    already read. A paused instance takes no probe token."""
-    paused_until, unresponsive = notes or store.get_notes(*gate_note_names(instance_uid))
+    """The org's 429 pause at the instance, else ``unresponsive_wait``, from one read of both
+    notes (issue 13: a round trip less per run); ``notes`` are those of ``gate_note_names``
+    when already read. A paused instance takes no probe token."""
+    paused_until, unresponsive = notes or store.get_notes(*gate_note_names(instance_uid, org))
     paused = _left(paused_until, now)
     if paused > 0 or not unresponsive:
         return InstanceGate(paused, 0.0)

@@ -88,7 +88,7 @@ class StoreNote:
 
     # "record_not_found", "clear_not_found", "stall_first_seen", "capabilities" or "pause"
     op: str
-    key: str  # the CR or instance UID
+    key: str  # the CR or instance UID, or a 429 pause scope (pacing.pause_scope)
     text: str = ""
     seconds: float = 0.0
     first_seen: tuple[tuple[str, float], ...] = ()

@@ -221,9 +221,9 @@ _BY_STEP: dict[tuple[str, str], str] = {
         "create a HikyoInstance with the right caBundle and point spec.instanceRef.name at it."
     ),
     ("FetchFailed", "rate-limited"): (
-        "HikyoInstance {instance} answered 429: fetches to it pause as the server asks "
-        "(S4.1.6); lower the number or frequency of HikyoSecrets on it (spec.resyncInterval) if "
-        "it persists."
+        "HikyoInstance {instance} answered 429 for org {org}: fetches to it for that org pause "
+        "as the server asks (S4.1.6); lower the number or frequency of that org's HikyoSecrets "
+        "on it (spec.resyncInterval) if it persists."
     ),
     ("KeysMissing", "R10"): (
         "A {target_type} Secret needs destinations {keys} in spec.mapping: add a mapping entry "
@@ -258,8 +258,8 @@ OUTCOME_TEXTS: dict[str, str] = {
     ),
     "NamespaceTerminating": "Namespace {namespace} is being deleted; nothing is done.",
     "InstancePaused": (
-        "HikyoInstance {instance} answered 429: every fetch to it waits out the pause; nothing "
-        "to do."
+        "HikyoInstance {instance} answered 429 for org {org}: every fetch to it for that org "
+        "waits out the pause, and then they run in the order they became due; nothing to do."
     ),
     "Paced": "Fetches to HikyoInstance {instance} are paced (S4.1.6); nothing to do.",
     "NotReconciled": (
@@ -334,6 +334,7 @@ def spec_context(cr: Mapping[str, Any] | None) -> dict[str, str]:
         "target": _text(target.get("name")),
         "target_type": _text(target.get("type")) or "Opaque",
         "environment": _text(scope.get("environment")),
+        "org": _text(scope.get("org")),
     }
     account = _text((auth.get("serviceAccountRef") or {}).get("name"))
     secret = _text((auth.get("secretRef") or {}).get("name"))
