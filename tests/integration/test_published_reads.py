@@ -14,7 +14,7 @@ from kubernetes import client
 from bench.apiserver import request_totals
 from tests.support.operator_harness import Operator, dump_redis, populate, ready_count
 from tests.support.waiting import wait_for
-from tests.support.world import CANARIES
+from tests.support.world import CANARIES, canary
 from workers.published_reads import INSTANCES, WORKLOADS
 from workers.queue.published import PublishedStore
 from workers.runtime import build_queue
@@ -92,6 +92,11 @@ def test_scaled_workers_read_the_instance_and_workload_counts_the_leader_publish
     assert store.read(INSTANCES, world.instance) == (False, None)  # withdrawn at the stop
 
 
+def _synced_message(world, name: str) -> str:
+    conditions = (world.cr(name).get("status") or {}).get("conditions") or []
+    return next((c.get("message", "") for c in conditions if c["type"] == "Synced"), "")
+
+
 def _template_stamp(apps, world) -> str | None:
     deployment = apps.read_namespaced_deployment("web", world.namespace)
     return (deployment.spec.template.metadata.annotations or {}).get("stamp.hikyo.dev/app-env-0")
@@ -100,3 +105,38 @@ def _template_stamp(apps, world) -> str | None:
 def _terminating_namespaces(api_client) -> list[str]:
     listed = client.CoreV1Api(api_client).list_namespace(_request_timeout=30)
     return [ns.metadata.name for ns in listed.items if ns.status.phase == "Terminating"]
+
+
+@pytest.mark.timeout(600)
+def test_a_hostile_instance_url_s_password_reaches_no_store_log_or_metric(
+    world, kubeconfig, redis_server, tmp_path
+):
+    """S0.4, S3.1 (issue 33 item 4): a HikyoInstance whose URL carries ``user:password@`` is
+    refused at fetch time by the scaled worker, and its password is in neither Redis, the
+    leader's and the worker's logs, nor their /metrics."""
+    redis.Redis.from_url(redis_server.url).flushall()
+    password = canary("urlpassword")
+    host = world.devserver.url.split("://", 1)[1]
+    world.grant()
+    world.create_instance(url=f"https://operator:{password}@{host}")
+    world.create_credential()
+    world.create_cr("app-0", target={"name": "app-env-0"})
+    operator = Operator(tmp_path, kubeconfig, redis_server.url)
+    store = PublishedStore.beside(build_queue(redis_server.url))
+    try:
+        operator.start_leader()
+        operator.start_worker("w1")
+        wait_for(
+            lambda: "userinfo" in _synced_message(world, "app-0"),
+            timeout=180,
+            what="the worker refuses the instance URL (S3.1)",
+        )
+        published = store.read(INSTANCES, world.instance)[1]
+        assert published is not None and "redacted@" in published
+        raw = dump_redis(redis_server.url)
+        metrics = operator.scrape("operator") + operator.scrape("w1")
+    finally:
+        operator.stop()
+    assert world.instance in raw
+    for place, text in (("redis", raw), ("logs", operator.logs()), ("metrics", metrics)):
+        assert password not in text, place
