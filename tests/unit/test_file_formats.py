@@ -36,8 +36,8 @@ VECTOR = {"b.key": b"two words", "A_KEY": TRICKY.encode(), "z": b""}
     [
         pytest.param(
             "json",
-            b'{\n  "A_KEY": "it\'s $HOME # \\"quoted\\"\\n\\\\path\\t\xc3\xbc\xe2\x82\xac\xf0\x9f\x98'
-            b'\x80",\n  "b.key": "two words",\n  "z": ""\n}\n',
+            b'{\n  "A_KEY": "it\'s $HOME # \\"quoted\\"\\n\\\\path\\t'
+            b'\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80",\n  "b.key": "two words",\n  "z": ""\n}\n',
             id="json",
         ),
         pytest.param(
@@ -71,6 +71,11 @@ def test_dotenv_byte_exact_vector():
         b"PLAIN='a b'\n"
         b"QUOTE=\"it's C:\\\\dir\\r\\n\"\n"
     )
+
+
+def test_yaml_escapes_what_some_readers_take_for_line_breaks_or_a_bom():
+    text = render_file("yaml", {"k": "a\u2028b\u2029c\ufeffd\x85e".encode()})
+    assert text == b'"k": "a\\u2028b\\u2029c\\ufeffd\\x85e"\n'
 
 
 @pytest.mark.parametrize("file_format", FORMATS)

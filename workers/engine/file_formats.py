@@ -122,10 +122,12 @@ _YAML_NAMED = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", 
 def _yaml_printable(code: int) -> bool:
     """YAML 1.2's printable set, less the characters some readers treat as line breaks or
     byte-order marks (NEL, LS, PS, BOM): those are escaped too."""
+    if code in (0x2028, 0x2029, 0xFEFF):
+        return False
     return (
         0x20 <= code <= 0x7E
         or 0xA0 <= code <= 0xD7FF
-        or 0xE000 <= code <= 0xFFFD and code not in (0x2028, 0x2029, 0xFEFF)
+        or 0xE000 <= code <= 0xFFFD
         or 0x10000 <= code <= 0x10FFFF
     )
 
