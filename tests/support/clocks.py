@@ -9,6 +9,19 @@ from datetime import UTC, datetime, timedelta
 from workers.engine.reconcile import Engine
 
 
+class FakeClock:
+    """Seconds that move only when the test advances them (a queue's or a sink's clock)."""
+
+    def __init__(self, start: float = 1_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class ShiftedClock:
     """The real clock plus whatever the test has advanced it by.
 
