@@ -162,9 +162,7 @@ def test_a_refused_report_pauses_the_cr_for_one_hour_then_reports_resume(world, 
     assert _reports(world) == ["app"]
 
 
-def test_the_heartbeat_of_a_cr_resyncing_every_two_days_comes_after_24_hours(
-    world, runtime, clock
-):
+def test_the_heartbeat_of_a_cr_resyncing_every_two_days_comes_after_24_hours(world, runtime, clock):
     """S7.4: P = min(max(resyncInterval, 5 min), 24 h): a 48 h resync reports every 24 h."""
     key = _delivered(world, runtime, resyncInterval="48h")
     assert _due(runtime.reports) == [key]
