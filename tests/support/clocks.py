@@ -10,9 +10,9 @@ from workers.engine.reconcile import Engine
 
 
 class FakeClock:
-    """Seconds that move only when the test advances them (a queue's or a sink's clock)."""
+    """Seconds that move only when a test says so (a queue's or a sink's clock)."""
 
-    def __init__(self, start: float = 1_000_000.0) -> None:
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
         self.now = start
 
     def __call__(self) -> float:
