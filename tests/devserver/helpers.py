@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
+import select
+import socket
+import ssl
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import requests
 
@@ -55,6 +60,34 @@ def fetch(
         allow_redirects=False,
         timeout=10,
     )
+
+
+def still_open(sock: socket.socket) -> bool:
+    """No answer and no close from the server yet: the connection is still held open.
+
+    A TLS socket can be readable with no application data (TLS 1.3 session tickets), so it
+    is asked for one byte without blocking; any byte read means an answer had arrived.
+    """
+    if not isinstance(sock, ssl.SSLSocket):
+        readable, _, _ = select.select([sock], [], [], 0)
+        return not readable
+    sock.setblocking(False)
+    try:
+        sock.recv(1)
+    except ssl.SSLWantReadError:
+        return True
+    finally:
+        sock.setblocking(True)
+    return False
+
+
+def start_fetch(server: DevServer, scope: Scope, token: str = TOKEN) -> http.client.HTTPSConnection:
+    """Sends a delivery GET without reading the answer; ``getresponse()`` reads it later."""
+    url = urlsplit(server.delivery_url(*scope.args()))
+    context = ssl.create_default_context(cafile=str(server.ca_path))
+    connection = http.client.HTTPSConnection(url.hostname, url.port, context=context, timeout=30)
+    connection.request("GET", url.path, headers=auth(token))
+    return connection
 
 
 def report_body(**overrides: object) -> dict[str, object]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import time
+from dataclasses import replace
 
 import pytest
 from kubernetes import client
 
 from devserver import Fault
 from k8s.gateway import KubeCluster
+from tests.support.clocks import ShiftedClock, on_clock
 from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
@@ -436,10 +437,20 @@ def test_oversize_content_is_refused_before_writing(world):
 
 # --- authoritative 404 (S4.10) -------------------------------------------------------------------
 
+CONFIRMATION_SECONDS = 30.0  # S4.10.0's window, proven on a clock the test moves
+
+
+def _confirming_on(engine: Engine, clock: ShiftedClock) -> Engine:
+    """``engine`` with the production 404 confirmation window, on ``clock``."""
+    settings = replace(engine.settings, not_found_confirmation_seconds=CONFIRMATION_SECONDS)
+    return on_clock(replace(engine, settings=settings), clock)
+
 
 def test_authoritative_404_is_confirmed_then_empties_an_opaque_target(world):
     world.ready()
     secret = world.target()
+    clock = ShiftedClock()
+    world.engine = _confirming_on(world.engine, clock)
     world.devserver.set_grants(world.token, ())  # read withdrawn: the uniform 404
     first = world.reconcile()
     assert first.outcome.reason == "FetchFailed"
@@ -447,7 +458,12 @@ def test_authoritative_404_is_confirmed_then_empties_an_opaque_target(world):
     assert first.outcome.requeue is Requeue.AFTER
     assert world.target().data == secret.data  # nothing acts on a first 404
 
-    time.sleep(1.1)  # the confirmation window of this test engine (30 s in production)
+    clock.advance(CONFIRMATION_SECONDS - 10)  # inside the window: still confirming
+    early = world.reconcile()
+    assert early.outcome.reason == "FetchFailed" and "confirming" in early.outcome.message
+    assert world.target().data == secret.data
+
+    clock.advance(10)
     second = world.reconcile()
     assert world.requests()[-1].cursor_present is False
     assert second.outcome.reason == "AuthorizationWithdrawn"
@@ -469,19 +485,23 @@ def test_authoritative_404_is_confirmed_then_empties_an_opaque_target(world):
 def test_404_without_the_hikyo_body_never_scrubs(world):
     world.ready()
     secret = world.target()
+    clock = ShiftedClock()
+    world.engine = _confirming_on(world.engine, clock)
     world.devserver.set_fault(world.token, Fault.not_found(hikyo_body=False))
     for _ in range(2):
         result = world.reconcile()
         assert result.outcome.reason == "FetchFailed"
-        time.sleep(1.1)
+        clock.advance(CONFIRMATION_SECONDS)
     assert world.target().data == secret.data
 
 
 def test_confirmed_404_deletes_a_typed_target(world):
     _typed_world(world)
+    clock = ShiftedClock()
+    world.engine = _confirming_on(world.engine, clock)
     world.devserver.set_grants(world.token, ())
     world.reconcile()
-    time.sleep(1.1)
+    clock.advance(CONFIRMATION_SECONDS)
     result = world.reconcile()
     assert result.outcome.reason == "AuthorizationWithdrawn"
     assert world.target() is None
@@ -507,8 +527,10 @@ def test_replacement_secret_with_a_new_uid_is_never_deleted(world, api_client):
     world.devserver.set_grants(world.token, ())
     engine = make_engine(api_client)
     racing = Engine(_ReplacingCluster(api_client), engine.store, engine.settings, engine.client_for)
+    clock = ShiftedClock()
+    racing = _confirming_on(racing, clock)
     world.reconcile(engine=racing)
-    time.sleep(1.1)
+    clock.advance(CONFIRMATION_SECONDS)
     result = world.reconcile(engine=racing)
     assert result.outcome.reason == "FetchFailed"
     assert "precondition" in result.outcome.message

@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from k8s.gateway import KubeCluster
+from tests.support.clocks import ShiftedClock, on_clock
 from tests.support.waiting import wait_for
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
@@ -447,9 +448,11 @@ def test_scrub_patches_the_empty_content_stamp(world):
     _apps(world).create_namespaced_deployment(world.namespace, _deployment())
     world.ready()
     delivered = world.status()["stamp"]
+    clock = ShiftedClock()
+    world.engine = on_clock(world.engine, clock)
     world.devserver.set_grants(world.token, ())
     world.reconcile()
-    time.sleep(1.1)  # the confirmation window of this test engine (S4.10.0)
+    clock.advance(world.engine.settings.not_found_confirmation_seconds)  # S4.10.0
 
     result = world.reconcile()
 

@@ -8,23 +8,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tests.support.clocks import FakeClock
 from tests.support.processes import RedisServer
 
 # The contract suite lives outside a test module; keep pytest's assertion messages for it.
 pytest.register_assert_rewrite("tests.queue.contract")
-
-
-class FakeClock:
-    """Seconds that move only when a test says so (never sleep for timers)."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.queue.conftest import FakeClock
+from tests.support.clocks import FakeClock
 from workers.engine.outcome import Requeue
 from workers.keys import ObjectKey
 from workers.queue.base import KeyedQueue, Lock, Priority, Ticket

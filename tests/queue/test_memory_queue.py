@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tests.queue.conftest import FakeClock
 from tests.queue.contract import APP, SHORT_TTL, KeyedQueueContract
+from tests.support.clocks import FakeClock
 from workers.keys import ObjectKey
 from workers.queue.base import KeyedQueue, Lock, Priority
 from workers.queue.memory import MemoryQueue

@@ -10,9 +10,9 @@ import re
 import pytest
 import redis
 
-from tests.queue.conftest import FakeClock
 from tests.queue.contract import APP, JOB, WEB, KeyedQueueContract
 from tests.queue.hammer import hammer
+from tests.support.clocks import FakeClock
 from tests.support.processes import locate_redis_server
 from tests.support.waiting import wait_for
 from workers.engine.outcome import Requeue

@@ -414,12 +414,17 @@ def test_bad_ca_bundle_refuses_without_fallback(bundle):
     assert caught.value.__context__ is None  # the bad input is not carried along
 
 
-def test_bundle_with_line_breaks_and_extra_blocks_is_accepted(pki):
-    """S3.2: line breaks ignored; unparsable blocks skipped when one certificate parses."""
+@pytest.mark.parametrize("served", ["good", "foreign"])
+def test_bundle_with_line_breaks_and_extra_blocks_is_accepted(pki, served):
+    """S3.2: line breaks ignored; unparsable blocks skipped when one certificate parses; every
+    certificate that parses is trusted (the servers are signed by the second and third)."""
     junk = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
     bundle = base64.encodebytes(junk + pki.trusted.pem + pki.other.pem).decode()
     bundle = bundle.replace("\n", "\r\n")
-    HikyoClient("https://hikyo.test", bundle).close()
+    with serve(getattr(pki, served)) as running, HikyoClient(running.url, bundle) as hikyo:
+        running.app = json_reply(200, delivery_doc())
+        result = fetch(hikyo)
+    assert result.outcome is Outcome.DELIVERY, result.detail
 
 
 def test_trusts_a_server_signed_by_the_bundle(client, server):
