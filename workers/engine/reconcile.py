@@ -26,6 +26,7 @@ from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
+from .remediation import spec_context
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ class RunResult:
     fetch_status: int | None = None  # the fetch's HTTP status, None without an answer
     target: str = ""  # spec.target.name, for the dashboard
     gone_uid: str = ""  # the UID asked for when the CR turned out gone (R0)
+    # Names from the spec (remediation.spec_context: instance, credential, scope, target), so
+    # the dashboard's remediation names what explain names; never a value.
+    names: dict[str, str] = field(default_factory=dict)
 
 
 def reconcile(
@@ -167,4 +171,5 @@ def _result(
         resync_seconds=resync_seconds_of(observed.cr),
         step=step,
         target=target if isinstance(target, str) else "",
+        names=spec_context(observed.cr),
     )
