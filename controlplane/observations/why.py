@@ -118,6 +118,9 @@ def why(
             paused_until,
             remediation(PAUSED_REASON, names),
         )
+        if blocker is not None and blocker.condition is None:
+            # "no delivery attempted yet" or an unset lifecycle: the pause is why (S4.1.6).
+            blocking = None
     return Why(ready, blocking, warnings, pause)
 
 

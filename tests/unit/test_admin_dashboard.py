@@ -294,11 +294,19 @@ def test_the_overview_counts_and_lists_the_not_ready_first(objects, viewer):
     assert 'data-instance="prod"' in instances and '<td class="paused">no</td>' in instances
 
 
-def test_the_overview_shows_an_instance_paused_by_a_429(objects, viewer):
+def test_the_overview_shows_an_instance_paused_by_a_429_with_its_org_and_end(objects, viewer):
+    until = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=4)
     TrackedObject.objects.filter(name="ledger-env").update(
-        last_fetch_status=429, last_fetch_at=datetime.now(UTC)
+        paused_until=until, names={"instance": "prod", "org": "org_payments"}
     )
-    assert '<td class="paused">paused</td>' in _text(viewer.get(OVERVIEW))
+    html = _text(viewer.get(OVERVIEW))
+    paused = re.search(r'<td class="paused">(.*?)</td>', html, re.S).group(1)
+    assert "org org_payments until" in paused
+    assert f'<time datetime="{until:%Y-%m-%dT%H:%M:%SZ}">' in paused
+    TrackedObject.objects.filter(name="ledger-env").update(
+        paused_until=datetime.now(UTC) - timedelta(seconds=1)
+    )
+    assert '<td class="paused">no</td>' in _text(viewer.get(OVERVIEW))  # a pause that ended
 
 
 def test_the_list_shows_the_columns_and_filters(objects, viewer):
@@ -329,7 +337,7 @@ def test_the_detail_page_shows_conditions_timeline_events_reports_and_remediatio
     assert 'data-type="Delivery"' in conditions and "UndeliveredSecrets" in conditions
     assert "2026-01-01T00:00:00Z" in conditions  # last transition
     assert re.search(r'id="blocking">Delivery/UndeliveredSecrets<', html)
-    remediation = re.search(r'<p id="remediation">(.*?)</p>', html, re.S).group(1)
+    remediation = re.search(r'<div id="remediation">(.*?)</div>', html, re.S).group(1)
     assert "machine-reveal" in remediation and "API_KEY, DB_PASSWORD" in remediation
     assert 'value="kubectl describe hksec -n payments ledger-env"' in html
     timeline = re.search(r'<table id="timeline-table">.*?</table>', html, re.S).group(0)
@@ -509,7 +517,9 @@ def test_the_pages_at_ten_thousand_rows_take_a_fixed_number_of_queries(
             response = viewer.get(CHANGELIST + query)
         assert response.status_code == 200, query
         assert 0 < len(response.context["cl"].result_list) <= 100, query
-    with django_assert_max_num_queries(10):
+    # Session, user, the counts, the not-Ready page, the warnings page, the deleted count, the
+    # instances (fetch times, pauses, missing ones), the live stamp: none per row.
+    with django_assert_max_num_queries(12):
         assert viewer.get(OVERVIEW).status_code == 200
     tracked = TrackedObject.objects.get(name="secret-00001")
     with django_assert_max_num_queries(10):
