@@ -552,3 +552,74 @@ def test_no_page_shows_a_canary(objects, operator):
         html = _text(response)
         for canary in CANARIES:
             assert canary not in html, (url, canary)
+
+
+# -- issue 35: the instance page, the live stamps, "View site" ---------------------------------
+
+
+class InstanceCluster:
+    """The operator's cluster as the instance page reads it; the URL holds a password."""
+
+    def get_instance(self, name: str) -> dict[str, Any] | None:
+        if name != "prod":
+            return None
+        url = f"https://ops:{CANARY_TOKEN}@hikyo.example:8443"
+        return {"spec": {"url": url, "caBundle": "LS0tLS1C", "audience": "hikyo-prod"}}
+
+
+@pytest.fixture
+def in_operator(monkeypatch):
+    from controlplane.observations import process
+
+    operator = type("Operator", (), {"runtime": type("Runtime", (), {})()})()
+    operator.runtime.cluster = InstanceCluster()
+    monkeypatch.setattr(process, "current", operator)
+
+
+def test_the_instance_page_shows_the_instance_redacted_and_its_objects_by_state(
+    objects, viewer, in_operator
+):
+    html = _text(viewer.get(reverse("admin:observations_instance", args=["prod"])))
+    assert CANARY_TOKEN not in html
+    assert 'id="instance-url">https://redacted@hikyo.example:8443<' in html
+    assert 'id="instance-ca">present<' in html and 'id="instance-audience">hikyo-prod<' in html
+    assert 'id="instance-found">yes<' in html
+    table = re.search(r'<table id="instance-objects-table">.*?</table>', html, re.S).group(0)
+    assert re.search(r'data-object="payments/ledger-env" data-state="blocked"', table)
+    assert re.search(r'data-object="payments/payments-env" data-state="ready"', table)
+    missing = _text(viewer.get(reverse("admin:observations_instance", args=["old"])))
+    assert 'class="missing">missing<' in missing and "No HikyoSecret names this instance" in missing
+
+
+def test_the_live_stamps_move_with_a_run(objects, viewer):
+    live_url = reverse("admin:observations_live")
+    tracked = objects["ledger-env"]
+    overall = viewer.get(live_url).json()["stamp"]
+    one = viewer.get(f"{live_url}?object={tracked.pk}").json()["stamp"]
+    _run(
+        "ledger-env",
+        "uid-bad",
+        after=UNDELIVERED_CONDITIONS,
+        reason="UndeliveredSecrets",
+        lifecycle="Refused",
+        at=T0 + timedelta(minutes=5),
+    )
+    assert viewer.get(live_url).json()["stamp"] != overall
+    assert viewer.get(f"{live_url}?object={tracked.pk}").json()["stamp"] != one
+    assert viewer.get(f"{live_url}?object=x").status_code == 404
+    assert Client().get(live_url).status_code == 302  # logged out: to the login page
+
+
+def test_view_site_leads_to_the_overview(viewer):
+    assert f'<a href="{OVERVIEW}">View site</a>' in _text(viewer.get(CHANGELIST))
+
+
+def test_the_list_searches_namespace_slash_name_instance_reason_and_message(objects, viewer):
+    def names(query: str) -> set[str]:
+        response = viewer.get(CHANGELIST, {"q": query})
+        return {o.name for o in response.context["cl"].result_list}
+
+    assert names("payments/ledger") == {"ledger-env"}
+    assert names("UndeliveredSecrets") == {"ledger-env"}
+    assert names("machine-reveal opt-in") == {"ledger-env"}  # the blocker's message
+    assert names("prod") == {"ledger-env", "payments-env"}
