@@ -139,8 +139,10 @@ class WarningFilter(admin.SimpleListFilter):
         return queryset
 
 
-# "View site" goes to the overview: the dashboard has no other site (issue 35 item 3).
+# "View site" goes to the overview: the dashboard has no other site (issue 35 item 3). No
+# navigation sidebar: the list's why and what-to-do columns need the width at 1,280 px.
 admin.site.site_url = reverse_lazy("admin:observations_overview")
+admin.site.enable_nav_sidebar = False
 
 
 def fixed_filter(field: str, title: str, choices: tuple[str, ...]) -> type[admin.SimpleListFilter]:
