@@ -253,3 +253,15 @@ def test_times_are_iso_8601_with_zone_and_seconds():
 )
 def test_relative_times_use_the_largest_whole_unit(seconds, shown):
     assert times.relative(NOW - timedelta(seconds=seconds), NOW) == shown
+
+
+def test_an_instance_without_a_client_reads_as_explains_r14_text():
+    cr = _cr(instanceRef={"name": "eu"})
+    message = "HikyoInstance eu: spec.url must use https"
+    conditions = [
+        _cond("Ready", "False", "Blocked"),
+        _cond("Synced", "False", "FetchFailed", message),
+    ]
+    found = _why(cr, conditions)
+    assert found.blocker is not None and not found.instance_missing
+    assert found.blocker.remediation.startswith("No client could be built for HikyoInstance eu")
