@@ -214,6 +214,11 @@ def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashb
     assert sorted(rows.evaluate_all("rows => rows.map(r => r.dataset.object)")) == sorted(
         f"{ns}/{name}" for name in NOT_READY
     )
+    # Ready ones with an informational problem are listed as warnings, not as "nothing to do".
+    warned = visit.page.locator("#warnings-table tbody tr[data-object]")
+    assert sorted(warned.evaluate_all("rows => rows.map(r => r.dataset.object)")) == sorted(
+        f"{ns}/{name}" for name in READY_WITH_WARNINGS
+    )
     blocking = visit.text(f'#not-ready-table tr[data-object="{ns}/{UNDELIVERED}"] td.blocking')
     assert "UndeliveredSecrets" in blocking
     blocking = visit.text(f'#not-ready-table tr[data-object="{ns}/{REFUSED}"] td.blocking')
