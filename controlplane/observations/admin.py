@@ -261,29 +261,6 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
         # The target column links to the objects naming one Secret (?namespace=&target=).
         return lookup == "target" or super().lookup_allowed(lookup, value, request)
 
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        # Without the permission the action is not offered; posting it anyway is refused
-        # outright (403) rather than answered with "no action selected".
-        if (
-            request.method == "POST"
-            and request.POST.get("action") == "force_resync"
-            and not self.has_force_resync_permission(request)
-        ):
-            raise PermissionDenied
-        live_context = self._live_context(["result_list"], live.overall_stamp())
-        return super().changelist_view(request, {**live_context, **(extra_context or {})})
-
-    def _live_context(self, regions: list[str], stamp: str, pk: Any = None) -> dict[str, Any]:
-        url = reverse("admin:observations_live")
-        return {
-            "live_url": f"{url}?object={pk}" if pk is not None else url,
-            "live_stamp": stamp,
-            "live_regions": " ".join(regions),
-            "live_poll": live.POLL_MILLISECONDS,
-        }
-
     # -- permissions -------------------------------------------------------------------------
 
     def has_force_resync_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -322,6 +299,20 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             )
         return done
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Without the permission the action is not offered; posting it anyway is refused
+        # outright (403) rather than answered with "no action selected".
+        if (
+            request.method == "POST"
+            and request.POST.get("action") == "force_resync"
+            and not self.has_force_resync_permission(request)
+        ):
+            raise PermissionDenied
+        live_context = self._live_context(["result_list"], live.overall_stamp())
+        return super().changelist_view(request, {**live_context, **(extra_context or {})})
+
     def force_resync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         tracked = self.get_object(request, unquote(object_id))
         if tracked is None:
@@ -355,6 +346,15 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
+    def _live_context(self, regions: list[str], stamp: str, pk: Any = None) -> dict[str, Any]:
+        url = reverse("admin:observations_live")
+        return {
+            "live_url": f"{url}?object={pk}" if pk is not None else url,
+            "live_stamp": stamp,
+            "live_regions": " ".join(regions),
+            "live_poll": live.POLL_MILLISECONDS,
+        }
+
     def _page_context(self, request: HttpRequest, title: str) -> dict[str, Any]:
         return {
             **self.admin_site.each_context(request),
@@ -369,10 +369,11 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             raise PermissionDenied
         now = timezone.now()
         summary = dashboard.summary()
-        regions = ["operator", "overall", "not-ready", "warnings", "instances", "per-instance"]
+        regions = ["operator", "overall", "not-ready", "warnings", "instances"]
+        regions += ["per-instance", "per-namespace"]
         context = {
             **self._page_context(request, "Overview"),
-            **self._live_context([*regions, "per-namespace"], live.overall_stamp()),
+            **self._live_context(regions, live.overall_stamp()),
             "summary": summary,
             "overall_list": [summary.overall],
             "lifecycles": dashboard.LIFECYCLES,
