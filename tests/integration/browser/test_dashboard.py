@@ -21,6 +21,7 @@ import pytest
 
 from tests.integration.conftest import SWEPT
 from tests.support.browser import SKIP_BROWSER, Pages, screenshot_dir
+from tests.support.factories import GROUP, VERSION
 from tests.support.waiting import wait_for
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
@@ -398,6 +399,36 @@ def test_the_instance_page_shows_the_instance_and_lists_its_crs(pages, dashboard
         f'#instance-objects-table tr[data-object="{world.namespace}/{REVOKED}"] td.target a', "href"
     )
     assert link and "target=revoked-env" in link and f"namespace={world.namespace}" in link
+
+
+def test_the_list_and_the_overview_refresh_themselves(pages, dashboard: Dashboard):
+    """Issue 35 item 3: a run shows on an open page without a reload (live.js swaps regions),
+    and the admin's action checkboxes still work on the swapped rows."""
+    world = dashboard.world
+    visit = pages("operator")
+    for number, path in enumerate((OVERVIEW, CHANGELIST)):
+        visit.goto(dashboard.base + path)
+        visit.page.evaluate("window.hikyoNotReloaded = true")
+        # A run to show: a forced resync of a healthy object, as kubectl annotate asks it.
+        world.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            world.namespace,
+            "hikyosecrets",
+            READY_NAMES[0],
+            {"metadata": {"annotations": {FORCE_SYNC_ANNOTATION: f"live-{number}"}}},
+        )
+        visit.page.wait_for_function(
+            "() => Number(document.getElementById('live').dataset.liveSwaps || '0') >= 1",
+            timeout=PAGE_POLL_TIMEOUT * 1000,
+            polling=250,
+        )
+        assert visit.page.evaluate("window.hikyoNotReloaded") is True, path
+        visit.collect()
+    rows = visit.page.locator("#result_list tbody tr").count()
+    visit.page.click("#action-toggle")
+    assert visit.text("span.action-counter").startswith(f"{rows} of "), rows
+    visit.snap("list-refreshed-and-selected")
 
 
 @pytest.mark.parametrize("width", [1280, 1920])

@@ -43,6 +43,9 @@
       const next = fresh.getElementById(id);
       if (now && next) now.replaceWith(document.importNode(next, true));
     }
+    // The admin's action checkboxes are bound when a page loads: bind the new rows too.
+    const rows = document.querySelectorAll("#result_list tr input.action-select");
+    if (rows.length > 0 && typeof window.Actions === "function") window.Actions(rows);
     return true;
   }
 
