@@ -200,8 +200,12 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
         "blocking_message",
         "warnings",
         "last_outcome",
+        "rolled",
     )
-    search_help_text = "namespace/name, name, namespace, instance, target Secret, reason or message"
+    search_help_text = (
+        "namespace/name, name, namespace, instance, target Secret, reason, message or a "
+        "restarted workload (Kind/name)"
+    )
     actions = ["force_resync"]
     # The list reads one table, one page: no related rows, so no N+1 (tests count the queries).
     list_select_related = False
@@ -491,6 +495,8 @@ def _timeline(tracked: TrackedObject) -> list[dict[str, Any]]:
         what = f"run: {run.reason}"
         if run.forced_sync:
             what += f" (handled {forcing.FORCE_SYNC_ANNOTATION}={run.forced_sync})"
+        if run.rolled:
+            what += f"; restarted {run.rolled}"
         entries.append(
             {
                 "at": run.started_at,

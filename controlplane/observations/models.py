@@ -60,6 +60,9 @@ class TrackedObject(models.Model):
     names = models.JSONField(default=dict)
     # A 429 pause of (instance, org) holds this CR back: when it runs again (S4.1.6).
     paused_until = models.DateTimeField(null=True)
+    # The workloads (``Kind/name``) the latest restamping run asked to restart (S6.4), and when.
+    rolled = models.CharField(max_length=500, blank=True)
+    rolled_at = models.DateTimeField(null=True)
     key_count = models.PositiveIntegerField(null=True)  # status.keyCount
     last_delivery_at = models.DateTimeField(null=True)  # the run that wrote the Secret
     last_fetch_at = models.DateTimeField(null=True)
@@ -96,6 +99,7 @@ class ReconcileRun(AboutHikyoSecret):
     wrote_secret = models.BooleanField()
     status_written = models.BooleanField()
     forced_sync = models.CharField(max_length=253, blank=True)  # the force-sync value handled
+    rolled = models.TextField(blank=True)  # the workloads restamped, "Kind/name, ..." (S6.4)
 
     objects = ReconcileRunManager()
 

@@ -1,10 +1,11 @@
 """Links between the dashboard's pages (issue 35 item 2): a HikyoSecret's instance, its target
-Secret and its namespace. HTML built with ``format_html`` (every name escaped)."""
+Secret, its namespace and the workloads it restarted. HTML built with ``format_html`` (every
+name escaped)."""
 
 from __future__ import annotations
 
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
@@ -33,3 +34,21 @@ def namespace_link(namespace: str) -> SafeString:
     return format_html(
         '<a href="{}?{}">{}</a>', url, urlencode({"namespace": namespace}), namespace
     )
+
+
+def workload_links(namespace: str, rolled: str) -> SafeString | str:
+    """Each restarted workload (``Kind/name``), to the HikyoSecrets that restarted it."""
+    refs = [ref.strip() for ref in rolled.split(",") if ref.strip()]
+    if not refs:
+        return "-"
+    url = reverse("admin:observations_trackedobject_changelist")
+    links = [
+        format_html(
+            '<a href="{}?{}" class="workload">{}</a>',
+            url,
+            urlencode({"namespace": namespace, "q": ref}),
+            ref,
+        )
+        for ref in refs
+    ]
+    return format_html_join(", ", "{}", ((link,) for link in links))

@@ -134,7 +134,11 @@ def _record(runs: list[Run]) -> None:
         # A failed run is kept as a row even when its status write and event failed too.
         failed = outcome.requeue is Requeue.BACKOFF
         changed = (
-            result.status_written or outcome.wrote_secret or bool(result.events_emitted) or failed
+            result.status_written
+            or outcome.wrote_secret
+            or bool(result.events_emitted)
+            or bool(result.rolled)
+            or failed
         )
         _note_run(tracked, result, started, after, changed)
         if not changed:
@@ -178,6 +182,7 @@ def _changing_rows(
             wrote_secret=outcome.wrote_secret,
             status_written=result.status_written,
             forced_sync=(outcome.forced_sync or "")[:253],
+            rolled=", ".join(result.rolled),
         )
     )
     before = _by_type(result.conditions_before)
@@ -264,6 +269,8 @@ def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: d
         tracked.last_fetch_status = result.fetch_status
         if result.fetch_status in (200, 304):
             tracked.last_fetch_ok_at = started
+    if result.rolled:
+        tracked.rolled, tracked.rolled_at = ", ".join(result.rolled)[:500], started
     if outcome.forced_sync and result.status_written:
         tracked.last_forced_sync = outcome.forced_sync[:253]
         tracked.last_forced_sync_at = started

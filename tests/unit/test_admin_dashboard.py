@@ -623,3 +623,25 @@ def test_the_list_searches_namespace_slash_name_instance_reason_and_message(obje
     assert names("UndeliveredSecrets") == {"ledger-env"}
     assert names("machine-reveal opt-in") == {"ledger-env"}  # the blocker's message
     assert names("prod") == {"ledger-env", "payments-env"}
+
+
+def test_the_detail_page_links_the_workloads_a_run_restarted(objects, viewer):
+    result = RunResult(
+        outcome=Outcome(reason="Delivered", requeue=Requeue.RESYNC, wrote_secret=True),
+        namespace="payments",
+        name="payments-env",
+        uid="uid-ok",
+        conditions_after=READY,
+        status_written=True,
+        rolled=["Deployment/web"],
+    )
+    record_run(result, T0 + timedelta(minutes=2), 0.01)
+    tracked = objects["payments-env"]
+    html = _text(viewer.get(_detail(tracked)))
+    rolled = re.search(r'<td id="rolled">(.*?)</td>', html, re.S).group(1)
+    assert 'class="workload">Deployment/web</a>' in rolled
+    assert "namespace=payments&amp;q=Deployment%2Fweb" in rolled
+    timeline = re.search(r'<table id="timeline-table">.*?</table>', html, re.S).group(0)
+    assert "restarted Deployment/web" in timeline
+    response = viewer.get(CHANGELIST, {"namespace": "payments", "q": "Deployment/web"})
+    assert {o.name for o in response.context["cl"].result_list} == {"payments-env"}

@@ -505,3 +505,16 @@ def test_a_429_pause_is_kept_until_the_run_that_fetches_again():
     fetched.fetch_status = 304
     record_run(fetched, T0 + timedelta(seconds=43), 0.01)
     assert TrackedObject.objects.get(uid=UID).paused_until is None
+
+
+@pytest.mark.django_db
+def test_the_workloads_a_run_restamped_are_kept_with_the_run_and_the_object():
+    result = _result(reason="Delivered", wrote_secret=True)
+    result.rolled = ["Deployment/web", "StatefulSet/db"]
+    record_run(result, T0, 0.01)
+    (run,) = ReconcileRun.objects.all()
+    assert run.rolled == "Deployment/web, StatefulSet/db"
+    row = TrackedObject.objects.get(uid=UID)
+    assert (row.rolled, row.rolled_at) == ("Deployment/web, StatefulSet/db", T0)
+    record_run(_result(), T0 + timedelta(minutes=5), 0.01)  # a later run restamps nothing
+    assert TrackedObject.objects.get(uid=UID).rolled == "Deployment/web, StatefulSet/db"

@@ -72,6 +72,7 @@ class RunResult:
     # Names from the spec (remediation.spec_context: instance, credential, scope, target), so
     # the dashboard's remediation names what explain names; never a value.
     names: dict[str, str] = field(default_factory=dict)
+    rolled: list[str] = field(default_factory=list)  # workloads restamped (``Kind/name``, S6.4)
 
 
 def reconcile(
@@ -109,6 +110,8 @@ def reconcile(
         )
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
     result = _result(observed, applied, plan.step, asked_uid=uid)
+    if plan.rollout is not None:
+        result.rolled = [workload.ref for workload in plan.rollout.patches]
     if attempt is not None and attempt.result is not None:
         result.instance = decision.spec.instance_name
         result.fetch_seconds, result.fetch_status = attempt.seconds, attempt.result.status

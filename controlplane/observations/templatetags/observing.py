@@ -43,3 +43,8 @@ def target_link(namespace: str, target: str) -> SafeString | str:
 @register.simple_tag
 def namespace_link(namespace: str) -> SafeString:
     return presenting.namespace_link(namespace)
+
+
+@register.simple_tag
+def workload_links(namespace: str, rolled: str) -> SafeString | str:
+    return presenting.workload_links(namespace, rolled)
