@@ -57,13 +57,22 @@ def spec_of(instance: dict[str, Any] | None) -> InstanceSpec:
     )
 
 
+_built: list[Any] = []  # the client this process built, once (no operator runs in it)
+
+
+def _cluster() -> Any:
+    operator_cluster = getattr(getattr(process.current, "runtime", None), "cluster", None)
+    if operator_cluster is not None:
+        return operator_cluster
+    if not _built:
+        _built.append(configured_cluster(settings.KUBECONFIG))
+    return _built[0]
+
+
 def read_spec(name: str) -> InstanceSpec:
     """The HikyoInstance from the cluster; every failure is one line, never a traceback."""
     try:
-        cluster = getattr(getattr(process.current, "runtime", None), "cluster", None)
-        if cluster is None:
-            cluster = configured_cluster(settings.KUBECONFIG)
-        return spec_of(cluster.get_instance(name))
+        return spec_of(_cluster().get_instance(name))
     except ClusterUnavailable as error:
         return InstanceSpec(found=None, error=str(error))
     except KubeError as error:

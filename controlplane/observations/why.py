@@ -87,40 +87,24 @@ def why(
     now: datetime,
 ) -> Why:
     """The first blocker, the warnings and a pause still running at ``now``."""
-    names = {**names}
     stored = [c for c in conditions if isinstance(c, Mapping) and "type" in c]
     blocker = blocking_condition({"conditions": stored, "lifecycle": lifecycle or None})
+    pause = None
+    if paused_until is not None and paused_until > now:
+        instance, org = names.get("instance", ""), names.get("org", "")
+        pause = Pause(instance, org, paused_until, remediation(PAUSED_REASON, names))
     blocking = None
-    if blocker is not None:
+    # With no condition of its own ("no delivery attempted yet", an unset lifecycle) the
+    # blocker is only that the pause held the first fetch back (S4.1.6): the pause says why.
+    if blocker is not None and not (pause is not None and blocker.condition is None):
         reason = blocker.reason or blocker.name
-        blocking = Problem(
-            blocker.name,
-            reason,
-            blocker.message,
-            condition_remediation(names, reason, blocker.message),
-        )
+        remedy = condition_remediation(names, reason, blocker.message)
+        blocking = Problem(blocker.name, reason, blocker.message, remedy)
     warnings = []
     for condition in informational(stored, blocker):
         reason, message = str(condition.get("reason") or ""), str(condition.get("message") or "")
-        warnings.append(
-            Problem(
-                f"{condition['type']}/{reason}",
-                reason,
-                message,
-                condition_remediation(names, reason, message),
-            )
-        )
-    pause = None
-    if paused_until is not None and paused_until > now:
-        pause = Pause(
-            names.get("instance", ""),
-            names.get("org", ""),
-            paused_until,
-            remediation(PAUSED_REASON, names),
-        )
-        if blocker is not None and blocker.condition is None:
-            # "no delivery attempted yet" or an unset lifecycle: the pause is why (S4.1.6).
-            blocking = None
+        remedy = condition_remediation(names, reason, message)
+        warnings.append(Problem(f"{condition['type']}/{reason}", reason, message, remedy))
     return Why(ready, blocking, warnings, pause)
 
 
