@@ -24,9 +24,10 @@ from django.contrib.admin.utils import unquote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, path, reverse, reverse_lazy
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -34,8 +35,9 @@ from workers.engine.conditions import (
     TYPE_ORDER,
 )
 
-from . import dashboard, forcing, process
+from . import dashboard, forcing, instances, live, presenting, process, timeline, why
 from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
+from .templatetags.observing import when
 
 FORCE_PERMISSION = "observations.force_resync"
 TIMELINE_ROWS = 100  # per kind; the tables keep up to 300 per object (managers.py)
@@ -120,6 +122,29 @@ class BlockingFilter(admin.AllValuesFieldListFilter):
     title = "blocking reason"
 
 
+class WarningFilter(admin.SimpleListFilter):
+    """Informational problems (KeysMissing, EnvFromSkip, Rollout Stalled, expiry), Ready or not."""
+
+    title = "warnings"
+    parameter_name = "warnings"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "with warnings"), ("no", "without")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.exclude(warnings="")
+        if self.value() == "no":
+            return queryset.filter(warnings="")
+        return queryset
+
+
+# "View site" goes to the overview: the dashboard has no other site (issue 35 item 3). No
+# navigation sidebar: the list's why and what-to-do columns need the width at 1,280 px.
+admin.site.site_url = reverse_lazy("admin:observations_overview")
+admin.site.enable_nav_sidebar = False
+
+
 def fixed_filter(field: str, title: str, choices: tuple[str, ...]) -> type[admin.SimpleListFilter]:
     """A filter with fixed choices: no DISTINCT scan over a history table of millions of rows
     (AllValuesFieldListFilter's query)."""
@@ -145,17 +170,15 @@ CONDITION_TYPES = TYPE_ORDER
 @admin.register(TrackedObject)
 class TrackedObjectAdmin(ReadOnlyAdmin):
     list_display = (
-        "namespace",
+        "namespace_shown",
         "name",
-        "target",
-        "instance",
+        "instance_shown",
+        "target_shown",
         "lifecycle_shown",
         "ready_shown",
-        "blocking_shown",
-        "last_delivery_at",
-        "last_checked_at",
-        "key_count",
-        "runs_total",
+        "why_shown",
+        "todo_shown",
+        "last_checked_shown",
     )
     list_display_links = ("name",)
     list_filter = (
@@ -164,12 +187,40 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
         LifecycleFilter,
         ReadyFilter,
         ("blocking", BlockingFilter),
+        WarningFilter,
         StateFilter,
     )
-    search_fields = ("name", "target")
+    # Issue 35: namespace/name (see get_search_results), instance, target, reason, message.
+    search_fields = (
+        "namespace",
+        "name",
+        "instance",
+        "target",
+        "blocking",
+        "blocking_message",
+        "warnings",
+        "last_outcome",
+        "rolled",
+    )
+    search_help_text = (
+        "namespace/name, name, namespace, instance, target Secret, reason, message or a "
+        "restarted workload (Kind/name)"
+    )
     actions = ["force_resync"]
     # The list reads one table, one page: no related rows, so no N+1 (tests count the queries).
     list_select_related = False
+
+    @admin.display(description="namespace", ordering="namespace")
+    def namespace_shown(self, obj: TrackedObject) -> str:
+        return presenting.namespace_link(obj.namespace)
+
+    @admin.display(description="instance", ordering="instance")
+    def instance_shown(self, obj: TrackedObject) -> str:
+        return presenting.instance_link(obj.instance, self._why(obj).instance_missing)
+
+    @admin.display(description="target Secret", ordering="target")
+    def target_shown(self, obj: TrackedObject) -> str:
+        return presenting.target_link(obj.namespace, obj.target)
 
     @admin.display(description="lifecycle", ordering="lifecycle")
     def lifecycle_shown(self, obj: TrackedObject) -> str:
@@ -180,9 +231,39 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
     def ready_shown(self, obj: TrackedObject) -> str:
         return dashboard.ready_label(obj.ready)
 
-    @admin.display(description="blocking reason", ordering="blocking")
-    def blocking_shown(self, obj: TrackedObject) -> str:
-        return obj.blocking or "-"
+    @admin.display(description="why", ordering="blocking")
+    def why_shown(self, obj: TrackedObject) -> str:
+        return render_to_string("observations/_why.html", {"why": self._why(obj)})
+
+    @admin.display(description="what to do")
+    def todo_shown(self, obj: TrackedObject) -> str:
+        return render_to_string("observations/_todo.html", {"why": self._why(obj)})
+
+    @admin.display(description="last checked", ordering="last_checked_at")
+    def last_checked_shown(self, obj: TrackedObject) -> str:
+        return when(obj.last_checked_at)
+
+    @staticmethod
+    def _why(obj: TrackedObject) -> why.Why:
+        """Computed once per row and page (each column above asks)."""
+        found = getattr(obj, "_why", None)
+        if found is None:
+            found = obj._why = why.of(obj, timezone.now())  # type: ignore[attr-defined]
+        return found
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """The fields above, and ``namespace/name`` (as kubectl and ``explain`` write it)."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        namespace, slash, name = search_term.strip().partition("/")
+        if slash and namespace and " " not in search_term.strip():
+            found = found | queryset.filter(namespace=namespace, name__startswith=name)
+        return found, duplicates
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        # The target column links to the objects naming one Secret (?namespace=&target=).
+        return lookup == "target" or super().lookup_allowed(lookup, value, request)
 
     # -- permissions -------------------------------------------------------------------------
 
@@ -233,7 +314,8 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             and not self.has_force_resync_permission(request)
         ):
             raise PermissionDenied
-        return super().changelist_view(request, extra_context)
+        live_context = self._live_context(["result_list"], live.overall_stamp())
+        return super().changelist_view(request, {**live_context, **(extra_context or {})})
 
     def force_resync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         tracked = self.get_object(request, unquote(object_id))
@@ -254,6 +336,12 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("overview/", wrap(self.overview_view), name="observations_overview"),
+            path("live/", wrap(self.live_view), name="observations_live"),
+            path(
+                "instances/<str:name>/",
+                wrap(self.instance_view),
+                name="observations_instance",
+            ),
             path(
                 "<path:object_id>/force-resync/",
                 wrap(require_POST(self.force_resync_view)),
@@ -262,28 +350,71 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
+    def _live_context(self, regions: list[str], stamp: str, pk: Any = None) -> dict[str, Any]:
+        url = reverse("admin:observations_live")
+        return {
+            "live_url": f"{url}?object={pk}" if pk is not None else url,
+            "live_stamp": stamp,
+            "live_regions": " ".join(regions),
+            "live_poll": live.POLL_MILLISECONDS,
+        }
+
+    def _page_context(self, request: HttpRequest, title: str) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "changelist_url": reverse("admin:observations_trackedobject_changelist"),
+            "overview_url": reverse("admin:observations_overview"),
+        }
+
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
         now = timezone.now()
         summary = dashboard.summary()
+        regions = ["operator", "overall", "not-ready", "warnings", "instances"]
+        regions += ["per-instance", "per-namespace"]
         context = {
-            **self.admin_site.each_context(request),
-            "title": "Overview",
-            "opts": self.model._meta,
+            **self._page_context(request, "Overview"),
+            **self._live_context(regions, live.overall_stamp()),
             "summary": summary,
             "overall_list": [summary.overall],
             "lifecycles": dashboard.LIFECYCLES,
-            "not_ready": dashboard.not_ready(),
+            "not_ready": dashboard.not_ready(now),
+            "with_warnings": dashboard.with_warnings(now),
             "not_ready_shown": dashboard.NOT_READY_SHOWN,
             "deleted": TrackedObject.objects.filter(deleted_at__isnull=False).count(),
             "instances": dashboard.instance_facts(now),
             "operator": dashboard.operator_facts(
                 process.current, scaled_by_settings=bool(getattr(settings, "REDIS_URL", None))
             ),
-            "changelist_url": reverse("admin:observations_trackedobject_changelist"),
         }
         return TemplateResponse(request, "observations/overview.html", context)
+
+    def instance_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        found = instances.page(dashboard.live(), name, timezone.now())
+        context = {
+            **self._page_context(request, f"HikyoInstance {name}"),
+            **self._live_context(["instance-summary", "instance-objects"], live.overall_stamp()),
+            "subtitle": name,
+            "instance": found,
+        }
+        return TemplateResponse(request, "observations/instance.html", context)
+
+    def live_view(self, request: HttpRequest) -> HttpResponse:
+        """The stamp a live page polls (``live.py``): the whole store's, or one object's."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        pk = request.GET.get("object")
+        if pk is None:
+            return JsonResponse({"stamp": live.overall_stamp()})
+        tracked = TrackedObject.objects.filter(pk=pk).first() if pk.isdigit() else None
+        if tracked is None:
+            raise Http404("no such HikyoSecret")
+        return JsonResponse({"stamp": live.object_stamp(tracked)})
 
     def change_view(
         self,
@@ -298,21 +429,19 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             raise Http404("no such HikyoSecret")
         if not self.has_view_permission(request, tracked):
             raise PermissionDenied
-        blocker, remediation = dashboard.remediation_for(tracked)
+        regions = ["summary", "remediation-module", "conditions", "timeline", "events", "reports"]
         context = {
-            **self.admin_site.each_context(request),
-            "title": f"HikyoSecret {tracked}",
+            **self._page_context(request, f"HikyoSecret {tracked}"),
+            **self._live_context(regions, live.object_stamp(tracked), tracked.pk),
             "subtitle": str(tracked),
-            "opts": self.model._meta,
             "original": tracked,
             "tracked": tracked,
             "lifecycle": dashboard.lifecycle_of(tracked.lifecycle),
             "ready": dashboard.ready_label(tracked.ready),
             "conditions": [_condition_row(c) for c in tracked.conditions or []],
-            "blocker": blocker,
-            "remediation": remediation,
+            "why": self._why(tracked),
             "kubectl": dashboard.kubectl_describe(tracked),
-            "timeline": _timeline(tracked),
+            "timeline": timeline.collapse(_timeline(tracked)),
             "events": list(EventRecord.objects.filter(uid=tracked.uid)[:EVENTS_SHOWN]),
             "reports": [
                 _report_row(r) for r in StatusReport.objects.filter(uid=tracked.uid)[:REPORTS_SHOWN]
@@ -321,8 +450,6 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             "force_url": reverse(
                 "admin:observations_trackedobject_force_resync", args=[tracked.pk]
             ),
-            "changelist_url": reverse("admin:observations_trackedobject_changelist"),
-            "overview_url": reverse("admin:observations_overview"),
         }
         return TemplateResponse(request, "observations/detail.html", context)
 
@@ -368,6 +495,8 @@ def _timeline(tracked: TrackedObject) -> list[dict[str, Any]]:
         what = f"run: {run.reason}"
         if run.forced_sync:
             what += f" (handled {forcing.FORCE_SYNC_ANNOTATION}={run.forced_sync})"
+        if run.rolled:
+            what += f"; restarted {run.rolled}"
         entries.append(
             {
                 "at": run.started_at,

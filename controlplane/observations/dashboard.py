@@ -2,7 +2,8 @@
 per HikyoInstance and per namespace; the not-Ready objects; what the operator process tells.
 
 The aggregation is pure (``summarize`` over grouped rows) and the queries are few and bounded:
-one GROUP BY for every count, one for the instances' fetch times, a page of not-Ready objects.
+one GROUP BY for every count, a few for the instances, a page of not-Ready objects (each with
+why and what to do, ``why.of``) and one of Ready objects with warnings.
 Names, reasons and counts only: nothing here reads a value, token, cursor or stamp (S0.4).
 A fact the process cannot tell shows as "unknown"; the overview never fails on it.
 """
@@ -11,21 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max
 
 from workers.engine.conditions import UNRECONCILED
-from workers.engine.explain import blocking_condition, status_remediation
-from workers.engine.pacing import MAX_PAUSE
 
+from . import instances, why
 from .models import TrackedObject
+from .why import Why
 
 LIFECYCLES = ("Synced", "Retained", "Refused", "Scrubbed", UNRECONCILED)
 NOT_READY_SHOWN = 50  # the overview lists this many; the filtered list has them all
 UNKNOWN = "unknown"
-NO_INSTANCE = "(not fetched yet)"
+NO_INSTANCE = "(none named)"  # a spec without instanceRef.name, or not recorded yet
 
 
 def lifecycle_of(stored: str) -> str:
@@ -43,7 +44,7 @@ class Tally:
     """Counts for one group (all, one instance, one namespace)."""
 
     label: str
-    key: str = ""  # the stored value the list filters on (empty instance: not fetched yet)
+    key: str = ""  # the stored value the list filters on
     total: int = 0
     ready: int = 0
     by_lifecycle: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LIFECYCLES, 0))
@@ -81,18 +82,18 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> Summary:
     """Rows of ``namespace, instance, lifecycle, ready, n`` (one GROUP BY) → the tallies,
     groups sorted by name."""
     overall = Tally("All HikyoSecrets")
-    instances: dict[str, Tally] = {}
+    per_instance: dict[str, Tally] = {}
     namespaces: dict[str, Tally] = {}
     for row in rows:
         lifecycle, ready, count = row["lifecycle"] or "", row["ready"], int(row["n"])
         overall.add(lifecycle, ready, count)
         key = row["instance"] or ""
-        instances.setdefault(key, Tally(key or NO_INSTANCE, key)).add(lifecycle, ready, count)
+        per_instance.setdefault(key, Tally(key or NO_INSTANCE, key)).add(lifecycle, ready, count)
         namespace = row["namespace"]
         namespaces.setdefault(namespace, Tally(namespace, namespace)).add(lifecycle, ready, count)
     return Summary(
         overall,
-        sorted(instances.values(), key=lambda t: t.label),
+        sorted(per_instance.values(), key=lambda t: t.label),
         [namespaces[k] for k in sorted(namespaces)],
     )
 
@@ -107,10 +108,16 @@ def summary() -> Summary:
     return summarize(rows.order_by())
 
 
-def not_ready(limit: int = NOT_READY_SHOWN) -> list[TrackedObject]:
-    fields = ("id", "namespace", "name", "lifecycle", "ready", "blocking", "instance", "target")
-    rows = live().exclude(ready=True).only(*fields).order_by("namespace", "name")
-    return list(rows[:limit])
+def not_ready(now: datetime, limit: int = NOT_READY_SHOWN) -> list[tuple[TrackedObject, Why]]:
+    """The first ``limit`` not-Ready objects, each with why and what to do (one query)."""
+    rows = live().exclude(ready=True).order_by("namespace", "name")
+    return [(tracked, why.of(tracked, now)) for tracked in rows[:limit]]
+
+
+def with_warnings(now: datetime, limit: int = NOT_READY_SHOWN) -> list[tuple[TrackedObject, Why]]:
+    """Ready objects with something to look at (KeysMissing, EnvFromSkip, Stalled, expiry)."""
+    rows = live().filter(ready=True).exclude(warnings="").order_by("namespace", "name")
+    return [(tracked, why.of(tracked, now)) for tracked in rows[:limit]]
 
 
 @dataclass
@@ -118,14 +125,18 @@ class InstanceFacts:
     name: str
     last_fetch_ok_at: datetime | None
     last_fetch_at: datetime | None
-    paused: bool
+    pauses: list[instances.OrgPause]
+    missing: bool
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pauses)
 
 
 def instance_facts(now: datetime) -> list[InstanceFacts]:
-    """Per HikyoInstance: the latest successful (200/304) and latest fetch of any of its
-    HikyoSecrets, and whether it looks paused by a 429 (a recent 429 answer or an
-    InstancePaused run within the longest pause, S4.1.6): two queries."""
-    recent = now - timedelta(seconds=MAX_PAUSE)
+    """Per HikyoInstance its HikyoSecrets name: the latest successful (200/304) and latest
+    fetch, the orgs a 429 pause holds now (S4.1.6) and whether a run found it missing (R5):
+    three queries."""
     rows = (
         live()
         .exclude(instance="")
@@ -133,18 +144,16 @@ def instance_facts(now: datetime) -> list[InstanceFacts]:
         .annotate(ok=Max("last_fetch_ok_at"), fetched=Max("last_fetch_at"))
         .order_by("instance")
     )
-    paused = set(
-        live()
-        .filter(
-            Q(last_fetch_status=429, last_fetch_at__gte=recent)
-            | Q(last_outcome="InstancePaused", last_checked_at__gte=recent)
-        )
-        .exclude(instance="")
-        .values_list("instance", flat=True)
-        .distinct()
-    )
+    paused = instances.paused_now(live(), now)
+    missing = instances.missing_instances(live())
     return [
-        InstanceFacts(row["instance"], row["ok"], row["fetched"], row["instance"] in paused)
+        InstanceFacts(
+            row["instance"],
+            row["ok"],
+            row["fetched"],
+            paused.get(row["instance"], []),
+            row["instance"] in missing,
+        )
         for row in rows
     ]
 
@@ -185,31 +194,6 @@ def operator_facts(operator: Any, *, scaled_by_settings: bool) -> OperatorFacts:
             depth = UNKNOWN
     role = "leader" if leading else "standby"
     return OperatorFacts(True, leader, f"{identity} ({role})", mode, depth)
-
-
-def stored_cr(tracked: TrackedObject) -> dict[str, Any]:
-    """The CR as far as the observation store knows it (names and conditions, no values),
-    for the engine's pure remediation texts."""
-    spec: dict[str, Any] = {}
-    if tracked.instance:
-        spec["instanceRef"] = {"name": tracked.instance}
-    if tracked.target:
-        spec["target"] = {"name": tracked.target}
-    status: dict[str, Any] = {"conditions": list(tracked.conditions or [])}
-    if tracked.lifecycle:
-        status["lifecycle"] = tracked.lifecycle
-    return {
-        "metadata": {"namespace": tracked.namespace, "name": tracked.name},
-        "spec": spec,
-        "status": status,
-    }
-
-
-def remediation_for(tracked: TrackedObject) -> tuple[str, str]:
-    """(the first blocker ``Type/Reason`` or "", what to do) for the detail page."""
-    cr = stored_cr(tracked)
-    blocker = blocking_condition(cr["status"])
-    return (blocker.name if blocker else "", status_remediation(cr, blocker))
 
 
 def kubectl_describe(tracked: TrackedObject) -> str:

@@ -50,9 +50,19 @@ class TrackedObject(models.Model):
     runs_total = models.PositiveBigIntegerField(default=0)
     runs_unchanged = models.PositiveBigIntegerField(default=0)
     blocking = models.CharField(max_length=130, blank=True)  # first_blocker: "Type/Reason"
+    blocking_message = models.TextField(blank=True)  # that condition's message, for search
+    warnings = models.CharField(max_length=500, blank=True)  # why.warning_names: "Type/Reason, ..."
     last_outcome = models.CharField(max_length=64, blank=True)  # the latest run's reason
     target = models.CharField(max_length=253, blank=True)  # spec.target.name, when known
-    instance = models.CharField(max_length=253, blank=True)  # spec.instanceRef.name (fetched)
+    instance = models.CharField(max_length=253, blank=True)  # spec.instanceRef.name
+    # remediation.spec_context of the CR: the names the remediation texts need (credential,
+    # instance, scope, target, acknowledged key names); never a value.
+    names = models.JSONField(default=dict)
+    # A 429 pause of (instance, org) holds this CR back: when it runs again (S4.1.6).
+    paused_until = models.DateTimeField(null=True)
+    # The workloads (``Kind/name``) the latest restamping run asked to restart (S6.4), and when.
+    rolled = models.CharField(max_length=500, blank=True)
+    rolled_at = models.DateTimeField(null=True)
     key_count = models.PositiveIntegerField(null=True)  # status.keyCount
     last_delivery_at = models.DateTimeField(null=True)  # the run that wrote the Secret
     last_fetch_at = models.DateTimeField(null=True)
@@ -89,6 +99,7 @@ class ReconcileRun(AboutHikyoSecret):
     wrote_secret = models.BooleanField()
     status_written = models.BooleanField()
     forced_sync = models.CharField(max_length=253, blank=True)  # the force-sync value handled
+    rolled = models.TextField(blank=True)  # the workloads restamped, "Kind/name, ..." (S6.4)
 
     objects = ReconcileRunManager()
 

@@ -14,18 +14,20 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
-from workers.engine.conditions import READY, SYNCED, first_blocker
+from workers.engine.conditions import READY, SYNCED
+from workers.engine.explain import blocking_condition
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
 from workers.reporting import ReportAttempt, attempt_fields
 
 from .managers import FORGET_UNCHECKED_AFTER
 from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
+from .why import warning_names
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +134,11 @@ def _record(runs: list[Run]) -> None:
         # A failed run is kept as a row even when its status write and event failed too.
         failed = outcome.requeue is Requeue.BACKOFF
         changed = (
-            result.status_written or outcome.wrote_secret or bool(result.events_emitted) or failed
+            result.status_written
+            or outcome.wrote_secret
+            or bool(result.events_emitted)
+            or bool(result.rolled)
+            or failed
         )
         _note_run(tracked, result, started, after, changed)
         if not changed:
@@ -176,6 +182,7 @@ def _changing_rows(
             wrote_secret=outcome.wrote_secret,
             status_written=result.status_written,
             forced_sync=(outcome.forced_sync or "")[:253],
+            rolled=", ".join(result.rolled),
         )
     )
     before = _by_type(result.conditions_before)
@@ -221,7 +228,11 @@ def _note_run(
         tracked.lifecycle = outcome.lifecycle
     tracked.last_checked_at = started
     tracked.deleted_at = None  # a run found it: live (again)
-    tracked.blocking = first_blocker(after, tracked.lifecycle or None) or ""
+    stored = list(after.values())
+    blocker = blocking_condition({"conditions": stored, "lifecycle": tracked.lifecycle or None})
+    tracked.blocking = blocker.name if blocker else ""
+    tracked.blocking_message = blocker.message if blocker else ""
+    tracked.warnings = warning_names(stored, blocker)[:500]
     tracked.last_outcome = outcome.reason[:64]
     _note_dashboard_fields(tracked, result, started)
     tracked.runs_total += 1
@@ -238,8 +249,16 @@ def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: d
     target = result.target
     if isinstance(target, str) and target:
         tracked.target = target[:253]
-    if result.instance:
-        tracked.instance = result.instance[:253]
+    if result.names:
+        tracked.names = result.names
+    # The instance the spec names, so a CR that stops before its fetch counts under it too.
+    instance = result.names.get("instance") or result.instance
+    if instance:
+        tracked.instance = instance[:253]
+    if outcome.reason == "InstancePaused" or result.fetch_status == 429:  # S4.1.6
+        tracked.paused_until = started + timedelta(seconds=outcome.delay or 0.0)
+    elif outcome.fetched:
+        tracked.paused_until = None
     if "keyCount" in outcome.status:
         count = outcome.status["keyCount"]
         tracked.key_count = count if isinstance(count, int) and count >= 0 else None
@@ -250,6 +269,8 @@ def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: d
         tracked.last_fetch_status = result.fetch_status
         if result.fetch_status in (200, 304):
             tracked.last_fetch_ok_at = started
+    if result.rolled:
+        tracked.rolled, tracked.rolled_at = ", ".join(result.rolled)[:500], started
     if outcome.forced_sync and result.status_written:
         tracked.last_forced_sync = outcome.forced_sync[:253]
         tracked.last_forced_sync_at = started

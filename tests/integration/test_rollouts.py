@@ -200,6 +200,7 @@ def test_changed_delivery_creates_a_new_replica_set(world):
     result = world.reconcile()
 
     assert result.outcome.reason == "Delivered"
+    assert result.rolled == ["Deployment/web"]  # for the dashboard's links (issue 35)
     second = world.status()["stamp"]
     assert second != first
     assert _stamp_on(world, "Deployment", "web") == second
@@ -220,7 +221,7 @@ def test_unchanged_resync_and_forced_full_fetch_patch_nothing(world):
     forced = world.reconcile(forced_full=True)
 
     assert forced.outcome.reason == "Delivered" and forced.outcome.wrote_secret is False
-    assert recording.patches == []
+    assert recording.patches == [] and forced.rolled == []
     assert recording.lists == 2  # read-only S6.5 on the current path, S6.4 on the full one
     after = _read(world, "Deployment", "web")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]

@@ -294,11 +294,19 @@ def test_the_overview_counts_and_lists_the_not_ready_first(objects, viewer):
     assert 'data-instance="prod"' in instances and '<td class="paused">no</td>' in instances
 
 
-def test_the_overview_shows_an_instance_paused_by_a_429(objects, viewer):
+def test_the_overview_shows_an_instance_paused_by_a_429_with_its_org_and_end(objects, viewer):
+    until = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=4)
     TrackedObject.objects.filter(name="ledger-env").update(
-        last_fetch_status=429, last_fetch_at=datetime.now(UTC)
+        paused_until=until, names={"instance": "prod", "org": "org_payments"}
     )
-    assert '<td class="paused">paused</td>' in _text(viewer.get(OVERVIEW))
+    html = _text(viewer.get(OVERVIEW))
+    paused = re.search(r'<td class="paused">(.*?)</td>', html, re.S).group(1)
+    assert "org org_payments until" in paused
+    assert f'<time datetime="{until:%Y-%m-%dT%H:%M:%SZ}">' in paused
+    TrackedObject.objects.filter(name="ledger-env").update(
+        paused_until=datetime.now(UTC) - timedelta(seconds=1)
+    )
+    assert '<td class="paused">no</td>' in _text(viewer.get(OVERVIEW))  # a pause that ended
 
 
 def test_the_list_shows_the_columns_and_filters(objects, viewer):
@@ -329,7 +337,7 @@ def test_the_detail_page_shows_conditions_timeline_events_reports_and_remediatio
     assert 'data-type="Delivery"' in conditions and "UndeliveredSecrets" in conditions
     assert "2026-01-01T00:00:00Z" in conditions  # last transition
     assert re.search(r'id="blocking">Delivery/UndeliveredSecrets<', html)
-    remediation = re.search(r'<p id="remediation">(.*?)</p>', html, re.S).group(1)
+    remediation = re.search(r'<div id="remediation">(.*?)</div>', html, re.S).group(1)
     assert "machine-reveal" in remediation and "API_KEY, DB_PASSWORD" in remediation
     assert 'value="kubectl describe hksec -n payments ledger-env"' in html
     timeline = re.search(r'<table id="timeline-table">.*?</table>', html, re.S).group(0)
@@ -509,7 +517,9 @@ def test_the_pages_at_ten_thousand_rows_take_a_fixed_number_of_queries(
             response = viewer.get(CHANGELIST + query)
         assert response.status_code == 200, query
         assert 0 < len(response.context["cl"].result_list) <= 100, query
-    with django_assert_max_num_queries(10):
+    # Session, user, the counts, the not-Ready page, the warnings page, the deleted count, the
+    # instances (fetch times, pauses, missing ones), the live stamp: none per row.
+    with django_assert_max_num_queries(12):
         assert viewer.get(OVERVIEW).status_code == 200
     tracked = TrackedObject.objects.get(name="secret-00001")
     with django_assert_max_num_queries(10):
@@ -542,3 +552,96 @@ def test_no_page_shows_a_canary(objects, operator):
         html = _text(response)
         for canary in CANARIES:
             assert canary not in html, (url, canary)
+
+
+# -- issue 35: the instance page, the live stamps, "View site" ---------------------------------
+
+
+class InstanceCluster:
+    """The operator's cluster as the instance page reads it; the URL holds a password."""
+
+    def get_instance(self, name: str) -> dict[str, Any] | None:
+        if name != "prod":
+            return None
+        url = f"https://ops:{CANARY_TOKEN}@hikyo.example:8443"
+        return {"spec": {"url": url, "caBundle": "LS0tLS1C", "audience": "hikyo-prod"}}
+
+
+@pytest.fixture
+def in_operator(monkeypatch):
+    from controlplane.observations import process
+
+    operator = type("Operator", (), {"runtime": type("Runtime", (), {})()})()
+    operator.runtime.cluster = InstanceCluster()
+    monkeypatch.setattr(process, "current", operator)
+
+
+def test_the_instance_page_shows_the_instance_redacted_and_its_objects_by_state(
+    objects, viewer, in_operator
+):
+    html = _text(viewer.get(reverse("admin:observations_instance", args=["prod"])))
+    assert CANARY_TOKEN not in html
+    assert 'id="instance-url">https://redacted@hikyo.example:8443<' in html
+    assert 'id="instance-ca">present<' in html and 'id="instance-audience">hikyo-prod<' in html
+    assert 'id="instance-found">yes<' in html
+    table = re.search(r'<table id="instance-objects-table">.*?</table>', html, re.S).group(0)
+    assert re.search(r'data-object="payments/ledger-env" data-state="blocked"', table)
+    assert re.search(r'data-object="payments/payments-env" data-state="ready"', table)
+    missing = _text(viewer.get(reverse("admin:observations_instance", args=["old"])))
+    assert 'class="missing">missing<' in missing and "No HikyoSecret names this instance" in missing
+
+
+def test_the_live_stamps_move_with_a_run(objects, viewer):
+    live_url = reverse("admin:observations_live")
+    tracked = objects["ledger-env"]
+    overall = viewer.get(live_url).json()["stamp"]
+    one = viewer.get(f"{live_url}?object={tracked.pk}").json()["stamp"]
+    _run(
+        "ledger-env",
+        "uid-bad",
+        after=UNDELIVERED_CONDITIONS,
+        reason="UndeliveredSecrets",
+        lifecycle="Refused",
+        at=T0 + timedelta(minutes=5),
+    )
+    assert viewer.get(live_url).json()["stamp"] != overall
+    assert viewer.get(f"{live_url}?object={tracked.pk}").json()["stamp"] != one
+    assert viewer.get(f"{live_url}?object=x").status_code == 404
+    assert Client().get(live_url).status_code == 302  # logged out: to the login page
+
+
+def test_view_site_leads_to_the_overview(viewer):
+    assert f'<a href="{OVERVIEW}">View site</a>' in _text(viewer.get(CHANGELIST))
+
+
+def test_the_list_searches_namespace_slash_name_instance_reason_and_message(objects, viewer):
+    def names(query: str) -> set[str]:
+        response = viewer.get(CHANGELIST, {"q": query})
+        return {o.name for o in response.context["cl"].result_list}
+
+    assert names("payments/ledger") == {"ledger-env"}
+    assert names("UndeliveredSecrets") == {"ledger-env"}
+    assert names("machine-reveal opt-in") == {"ledger-env"}  # the blocker's message
+    assert names("prod") == {"ledger-env", "payments-env"}
+
+
+def test_the_detail_page_links_the_workloads_a_run_restarted(objects, viewer):
+    result = RunResult(
+        outcome=Outcome(reason="Delivered", requeue=Requeue.RESYNC, wrote_secret=True),
+        namespace="payments",
+        name="payments-env",
+        uid="uid-ok",
+        conditions_after=READY,
+        status_written=True,
+        rolled=["Deployment/web"],
+    )
+    record_run(result, T0 + timedelta(minutes=2), 0.01)
+    tracked = objects["payments-env"]
+    html = _text(viewer.get(_detail(tracked)))
+    rolled = re.search(r'<td id="rolled">(.*?)</td>', html, re.S).group(1)
+    assert 'class="workload">Deployment/web</a>' in rolled
+    assert "namespace=payments&amp;q=Deployment%2Fweb" in rolled
+    timeline = re.search(r'<table id="timeline-table">.*?</table>', html, re.S).group(0)
+    assert "restarted Deployment/web" in timeline
+    response = viewer.get(CHANGELIST, {"namespace": "payments", "q": "Deployment/web"})
+    assert {o.name for o in response.context["cl"].result_list} == {"payments-env"}

@@ -1,6 +1,6 @@
 """The dashboard's pure parts (controlplane/observations/dashboard.py): the overview's tallies
-from grouped rows, what the operator process tells (or "unknown"), and the remediation for a
-stored object's first blocker (issue 10 items 1 and 3)."""
+from grouped rows, what the operator process tells (or "unknown"), and the kubectl line
+(issue 10 items 1 and 3; why and what to do are tests/unit/test_dashboard_why.py's)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_summarize_counts_lifecycles_and_ready_overall_per_instance_and_per_name
             _row("a", "prod", "Synced", True, 7),
             _row("a", "prod", "Refused", False, 2),
             _row("b", "prod", "Retained", False, 1),
-            _row("b", "", "", None, 3),  # never reconciled: Unreconciled, instance unknown
+            _row("b", "", "", None, 3),  # not recorded yet: Unreconciled, instance unknown
             _row("b", "dev", "Scrubbed", False, 1),
             _row("b", "dev", "SomethingNew", False, 1),  # an unknown lifecycle: Unreconciled
         ]
@@ -45,7 +45,7 @@ def test_summarize_counts_lifecycles_and_ready_overall_per_instance_and_per_name
     }
     assert overall.ready_ratio == "7/15 (46 %)"
     assert [(t.label, t.key, t.total) for t in summary.per_instance] == [
-        ("(not fetched yet)", "", 3),
+        ("(none named)", "", 3),
         ("dev", "dev", 2),
         ("prod", "prod", 10),
     ]
@@ -106,27 +106,6 @@ def test_an_unreachable_queue_store_is_unknown():
     assert dashboard.operator_facts(operator, scaled_by_settings=True).queue_depth == "unknown"
 
 
-def test_the_remediation_for_an_undelivered_secrets_object_names_its_keys():
-    tracked = TrackedObject(
-        namespace="payments",
-        name="env",
-        lifecycle="Refused",
-        ready=False,
-        instance="prod",
-        target="payments-env",
-        conditions=[
-            {"type": "Ready", "status": "False", "reason": "Blocked", "message": "not ready"},
-            {"type": "Synced", "status": "True", "reason": "Delivered", "message": ""},
-            {
-                "type": "Delivery",
-                "status": "False",
-                "reason": "UndeliveredSecrets",
-                "message": "the server delivered only the presence of secret keys "
-                "DB_PASSWORD, API_KEY: nothing was written",
-            },
-        ],
-    )
-    blocker, text = dashboard.remediation_for(tracked)
-    assert blocker == "Delivery/UndeliveredSecrets"
-    assert "machine-reveal" in text and "DB_PASSWORD, API_KEY" in text
+def test_the_kubectl_line_names_the_object():
+    tracked = TrackedObject(namespace="payments", name="env")
     assert dashboard.kubectl_describe(tracked) == "kubectl describe hksec -n payments env"

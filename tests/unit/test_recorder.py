@@ -470,3 +470,51 @@ def test_a_gone_run_in_a_batch_keeps_its_place_in_the_order(gone_last):
     record_runs([live, gone] if gone_last else [gone, live])
     deleted = TrackedObject.objects.get(uid=UID).deleted_at
     assert (deleted is not None) is gone_last
+
+
+# -- what the dashboard's "why" needs (issue 35) ----------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_run_that_stops_before_the_fetch_keeps_the_spec_names_and_the_blocker_message():
+    names = {"instance": "old", "credential": "ledger-token", "org": "org_a", "namespace": "ns"}
+    after = [
+        _condition("Ready", "False", "Blocked", "not ready: Synced/FetchFailed"),
+        _condition("Synced", "False", "FetchFailed", "HikyoInstance old not found"),
+        _condition("Rollout", "False", "Stalled", "not progressed: Deployment/web"),
+    ]
+    result = _result(reason="FetchFailed", requeue=Requeue.BACKOFF, after=after)
+    result.names = names
+    record_run(result, T0, 0.01)
+    row = TrackedObject.objects.get(uid=UID)
+    assert row.instance == "old"  # from spec.instanceRef.name: no fetch was made
+    assert row.names == names
+    assert row.blocking == "Synced/FetchFailed"
+    assert row.blocking_message == "HikyoInstance old not found"
+    assert row.warnings == "Rollout/Stalled"
+    assert row.paused_until is None
+
+
+@pytest.mark.django_db
+def test_a_429_pause_is_kept_until_the_run_that_fetches_again():
+    waiting = _result(reason="InstancePaused", requeue=Requeue.AFTER, delay=42.0)
+    waiting.names = {"instance": "eu", "org": "org_a"}
+    record_run(waiting, T0, 0.01)
+    assert TrackedObject.objects.get(uid=UID).paused_until == T0 + timedelta(seconds=42)
+    fetched = _result(reason="Current", fetched=True)
+    fetched.fetch_status = 304
+    record_run(fetched, T0 + timedelta(seconds=43), 0.01)
+    assert TrackedObject.objects.get(uid=UID).paused_until is None
+
+
+@pytest.mark.django_db
+def test_the_workloads_a_run_restamped_are_kept_with_the_run_and_the_object():
+    result = _result(reason="Delivered", wrote_secret=True)
+    result.rolled = ["Deployment/web", "StatefulSet/db"]
+    record_run(result, T0, 0.01)
+    (run,) = ReconcileRun.objects.all()
+    assert run.rolled == "Deployment/web, StatefulSet/db"
+    row = TrackedObject.objects.get(uid=UID)
+    assert (row.rolled, row.rolled_at) == ("Deployment/web, StatefulSet/db", T0)
+    record_run(_result(), T0 + timedelta(minutes=5), 0.01)  # a later run restamps nothing
+    assert TrackedObject.objects.get(uid=UID).rolled == "Deployment/web, StatefulSet/db"

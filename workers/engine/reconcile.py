@@ -26,6 +26,7 @@ from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
+from .remediation import spec_context
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ class RunResult:
     fetch_status: int | None = None  # the fetch's HTTP status, None without an answer
     target: str = ""  # spec.target.name, for the dashboard
     gone_uid: str = ""  # the UID asked for when the CR turned out gone (R0)
+    # Names from the spec (remediation.spec_context: instance, credential, scope, target), so
+    # the dashboard's remediation names what explain names; never a value.
+    names: dict[str, str] = field(default_factory=dict)
+    rolled: list[str] = field(default_factory=list)  # workloads restamped (``Kind/name``, S6.4)
 
 
 def reconcile(
@@ -105,6 +110,8 @@ def reconcile(
         )
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
     result = _result(observed, applied, plan.step, asked_uid=uid)
+    if plan.rollout is not None:
+        result.rolled = [workload.ref for workload in plan.rollout.patches]
     if attempt is not None and attempt.result is not None:
         result.instance = decision.spec.instance_name
         result.fetch_seconds, result.fetch_status = attempt.seconds, attempt.result.status
@@ -167,4 +174,5 @@ def _result(
         resync_seconds=resync_seconds_of(observed.cr),
         step=step,
         target=target if isinstance(target, str) else "",
+        names=spec_context(observed.cr),
     )

@@ -415,6 +415,8 @@ _FETCH_FAILED_CAUSES = (
 def _fetch_failed_cause(message: str) -> str:
     if re.match(r"HikyoInstance \S+ not found$", message):
         return "R5"
+    if re.match(r"HikyoInstance \S+: ", message):  # R14: no client for its url or caBundle
+        return "R14"
     for prefixes, cause in _FETCH_FAILED_CAUSES:
         if message.startswith(prefixes):
             return cause

@@ -2,7 +2,12 @@
 integration fixtures, shared because this package sits under tests/integration/), one running
 embedded operator (``run_operator``: the dashboard on HIKYO_OPERATOR_HEALTH_ADDR, /metrics on
 HIKYO_OPERATOR_METRICS_ADDR, SQLite in HIKYO_OPERATOR_DATA_DIR) watching one namespace with a
-handful of HikyoSecrets, three dashboard users, and headless Chromium.
+handful of healthy HikyoSecrets and one of each kind of breakage (issue 35): a missing reveal
+opt-in, a credential Secret that does not exist, a revoked credential (401), a failing server
+(503), a HikyoInstance that does not exist, a mapped key the server lacks (Ready, with a
+warning), a credential expiring within 7 days (Ready, with a warning), and a second
+HikyoInstance answering 429 (the CR that drew it, and one created after that waits on the
+pause); three dashboard users, and headless Chromium.
 
 The tests run in file order and share this module-scoped setup: the overview and the list see
 the not-Ready objects before the force-resync test fixes one.
@@ -10,6 +15,7 @@ the not-Ready objects before the force-resync test fixes one.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
 import subprocess
@@ -22,9 +28,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from devserver import Fault
 from tests.integration.conftest import SECRETS_OF_RECORD, _keep_for_sweep, make_engine
 from tests.support.browser import chromium
-from tests.support.factories import GROUP, VERSION
+from tests.support.factories import GROUP, VERSION, make_hikyoinstance
 from tests.support.operator_harness import Operator, os_env
 from tests.support.processes import manage
 from tests.support.waiting import wait_for
@@ -34,6 +41,16 @@ VIEWERS, OPERATORS = "hikyo-viewers", "hikyo-operators"  # migration 0005_groups
 READY_NAMES = ("app-0", "app-1", "app-2")
 UNDELIVERED = "needs-reveal"  # maps a secret key; the project has no machine-reveal opt-in
 REFUSED = "no-credential"  # names a credential Secret that does not exist
+REVOKED = "revoked"  # its credential's token answers 401
+SERVER_DOWN = "server-down"  # its credential's token answers 503
+NO_INSTANCE = "no-instance"  # names a HikyoInstance that does not exist
+KEYS_MISSING = "keys-missing"  # maps a key the server does not have: Ready, with a warning
+EXPIRING = "expiring"  # its credential expires in 3 days: Ready, with a warning
+DREW_429 = "drew-429"  # its fetch drew a 429 (Retry-After: 300) from the busy instance
+WAITS_429 = "waits-429"  # created after: waits on the pause of (busy instance, org)
+PAUSE_SECONDS = "300"  # the longest pause (S4.1.6), so it outlasts the tests that look at it
+NOT_READY = (REFUSED, UNDELIVERED, REVOKED, SERVER_DOWN, NO_INSTANCE, DREW_429, WAITS_429)
+READY_WITH_WARNINGS = (KEYS_MISSING, EXPIRING)
 CONVERGE_TIMEOUT = 240.0
 
 ADD_USERS = """
@@ -51,7 +68,21 @@ class Dashboard:
     operator: Operator
     base: str
     users: dict[str, tuple[str, str]]  # role -> (username, password)
+    broken: Broken
     cluster_secrets: set[str] = field(default_factory=set)  # cursors and stamps seen
+
+    def explain(self, name: str) -> str:
+        """``manage.py explain NAMESPACE/NAME --fetch`` as a user runs it beside the dashboard
+        (the operator's settings and kubeconfig); it writes nothing."""
+        done = subprocess.run(
+            manage("explain", f"{self.world.namespace}/{name}", "--fetch"),
+            env={**os_env(), **self.operator.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-3000:])
+        return done.stdout
 
     def hikyosecrets(self) -> list[dict[str, Any]]:
         listed = self.world.custom.list_namespaced_custom_object(
@@ -70,10 +101,27 @@ class Dashboard:
                 if key.startswith("stamp.hikyo.dev/"):
                     self.cluster_secrets.add(value)
         passwords = {password for _, password in self.users.values()}
-        return CANARIES | {self.world.token} | SECRETS_OF_RECORD | self.cluster_secrets | passwords
+        tokens = {self.world.token, *self.broken.tokens}
+        return CANARIES | tokens | SECRETS_OF_RECORD | self.cluster_secrets | passwords
 
 
-def _populate(world: World) -> None:
+@dataclass
+class Broken:
+    """The names and tokens of the breakage (every token a canary)."""
+
+    busy_instance: str = field(default_factory=lambda: f"busy-{uuid.uuid4().hex[:8]}")
+    missing_instance: str = field(default_factory=lambda: f"old-{uuid.uuid4().hex[:8]}")
+    revoked: str = field(default_factory=lambda: canary("token"))
+    failing: str = field(default_factory=lambda: canary("token"))
+    expiring: str = field(default_factory=lambda: canary("token"))
+    limited: str = field(default_factory=lambda: canary("token"))
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return (self.revoked, self.failing, self.expiring, self.limited)
+
+
+def _populate(world: World, broken: Broken) -> None:
     world.publish_keys(
         [
             {"name": "DATABASE_URL", "classification": "config", "value": canary("value")},
@@ -95,6 +143,66 @@ def _populate(world: World) -> None:
     world.create_cr(
         REFUSED, target={"name": "refused-env"}, auth={"secretRef": {"name": "absent-credential"}}
     )
+    devserver = world.devserver
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(days=3)
+    for token, name, fault, expires in (
+        (broken.revoked, "revoked-credential", Fault.unauthorized(), None),
+        (broken.failing, "failing-credential", Fault.status(503), None),
+        (broken.expiring, "expiring-credential", None, soon),
+    ):
+        devserver.add_credential(token, *world.scope, expires_at=expires)
+        if fault is not None:
+            devserver.set_fault(token, fault)
+        world.create_credential(token, name=name)
+    world.create_cr(REVOKED, target={"name": "revoked-env"}, auth=_secret("revoked-credential"))
+    world.create_cr(SERVER_DOWN, target={"name": "down-env"}, auth=_secret("failing-credential"))
+    world.create_cr(EXPIRING, target={"name": "expiring-env"}, auth=_secret("expiring-credential"))
+    world.create_cr(
+        NO_INSTANCE,
+        target={"name": "no-instance-env"},
+        instanceRef={"name": broken.missing_instance},
+    )
+    world.create_cr(
+        KEYS_MISSING,
+        target={"name": "keys-missing-env"},
+        mapping=[{"key": "DATABASE_URL"}, {"key": "NOT_PUBLISHED"}],
+    )
+    # A second instance (same server): its 429 pauses (busy instance, org), not the first one.
+    world.custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "hikyoinstances",
+        make_hikyoinstance(
+            broken.busy_instance, url=devserver.url, caBundle=devserver.ca_bundle_b64
+        ),
+    )
+    devserver.add_credential(broken.limited, *world.scope)
+    devserver.set_fault(broken.limited, Fault.rate_limited(retry_after=PAUSE_SECONDS))
+    world.create_credential(
+        broken.limited,
+        name="busy-credential",
+        labels={"hikyo.dev/delivery": "true", "hikyo.dev/instance": broken.busy_instance},
+    )
+    world.create_cr(
+        DREW_429,
+        target={"name": "drew-env"},
+        instanceRef={"name": broken.busy_instance},
+        auth=_secret("busy-credential"),
+    )
+
+
+def _secret(name: str) -> dict[str, Any]:
+    return {"secretRef": {"name": name}}
+
+
+def _wait_on_the_pause(world: World, broken: Broken) -> None:
+    """After the busy instance's 429: a CR that then comes due waits on the pause (S4.1.6)."""
+    world.create_cr(
+        WAITS_429,
+        target={"name": "waits-env"},
+        instanceRef={"name": broken.busy_instance},
+        auth=_secret("busy-credential"),
+    )
 
 
 def _reason(item: dict[str, Any], type_: str) -> tuple[str, str] | None:
@@ -104,12 +212,35 @@ def _reason(item: dict[str, Any], type_: str) -> tuple[str, str] | None:
     return None
 
 
+def _message(item: dict[str, Any], type_: str) -> str:
+    for condition in (item.get("status") or {}).get("conditions") or []:
+        if condition["type"] == type_:
+            return str(condition.get("message") or "")
+    return ""
+
+
 def _converged(dashboard: Dashboard) -> bool:
     items = {item["metadata"]["name"]: item for item in dashboard.hikyosecrets()}
+    if WAITS_429 in items:
+        items.pop(WAITS_429)
+    ready = [*READY_NAMES, *READY_WITH_WARNINGS]
+    failed = {
+        REVOKED: "status 401",
+        SERVER_DOWN: "status 503",
+        NO_INSTANCE: "not found",
+        DREW_429: "status 429",
+    }
     return (
-        all(_reason(items[name], "Ready") == ("True", "Reconciled") for name in READY_NAMES)
+        all(_reason(items[name], "Ready") == ("True", "Reconciled") for name in ready)
         and (_reason(items[UNDELIVERED], "Delivery") or ("", ""))[1] == "UndeliveredSecrets"
         and (_reason(items[REFUSED], "Designation") or ("", ""))[1] == "SecretNotDesignated"
+        and (_reason(items[KEYS_MISSING], "Delivery") or ("", ""))[1] == "KeysMissing"
+        and (_reason(items[EXPIRING], "CredentialExpiry") or ("", ""))[1] == "ExpiresSoon"
+        and all(
+            _reason(items[name], "Synced") == ("False", "FetchFailed")
+            and text in _message(items[name], "Synced")
+            for name, text in failed.items()
+        )
     )
 
 
@@ -164,6 +295,7 @@ def dashboard(
     core = client.CoreV1Api(api_client)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     world = World(api_client, devserver, make_engine(api_client), namespace)
+    broken = Broken()
     operator = Operator(tmp_path_factory.mktemp("dashboard-operator"), kubeconfig, None)
     operator.env.update(
         HIKYO_OPERATOR_NAMESPACES=f"{namespace}, hikyo-system",  # leave the rest alone
@@ -171,10 +303,10 @@ def dashboard(
     )
     try:
         users = _add_users(operator)
-        _populate(world)
+        _populate(world, broken)
         leader = operator.start_leader()
         built = Dashboard(
-            world, operator, f"http://{leader.env['HIKYO_OPERATOR_HEALTH_ADDR']}", users
+            world, operator, f"http://{leader.env['HIKYO_OPERATOR_HEALTH_ADDR']}", users, broken
         )
         print(f"\ndashboard under test: {built.base} (namespace {namespace})")
         wait_for(
@@ -183,6 +315,7 @@ def dashboard(
             interval=1,
             what="the HikyoSecrets reconciled by the running operator",
         )
+        _wait_on_the_pause(world, broken)
         yield built
         _keep_for_sweep(world)
         _delete_hikyosecrets(world)
@@ -198,6 +331,15 @@ def dashboard(
             if error.status != 404:
                 raise
         devserver.clear_fault(world.token)
+        for token in broken.tokens:
+            devserver.clear_fault(token)
+        try:
+            world.custom.delete_cluster_custom_object(
+                GROUP, VERSION, "hikyoinstances", broken.busy_instance
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 @pytest.fixture(scope="module")

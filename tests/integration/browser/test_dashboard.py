@@ -11,18 +11,36 @@ every JSON it fetched) swept for the run's canaries, tokens, cursors, stamps and
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
 from tests.integration.conftest import SWEPT
 from tests.support.browser import SKIP_BROWSER, Pages, screenshot_dir
+from tests.support.factories import GROUP, VERSION
 from tests.support.waiting import wait_for
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
-from .conftest import READY_NAMES, REFUSED, UNDELIVERED, Dashboard, _reason
+from .conftest import (
+    DREW_429,
+    EXPIRING,
+    KEYS_MISSING,
+    NO_INSTANCE,
+    NOT_READY,
+    READY_NAMES,
+    READY_WITH_WARNINGS,
+    REFUSED,
+    REVOKED,
+    SERVER_DOWN,
+    UNDELIVERED,
+    WAITS_429,
+    Dashboard,
+    _reason,
+)
 
 LIFECYCLES = ("Synced", "Retained", "Refused", "Scrubbed", "Unreconciled")  # the columns
 OVERVIEW = "/admin/observations/trackedobject/overview/"
@@ -45,8 +63,8 @@ def pages(browser, dashboard: Dashboard, request) -> Iterator[Any]:
     print(f"\nscreenshots: {folder}")
     opened: list[Pages] = []
 
-    def open_as(role: str | None) -> Pages:
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
+    def open_as(role: str | None, width: int = 1280) -> Pages:
+        context = browser.new_context(viewport={"width": width, "height": 900})
         visit = Pages(context, folder)
         opened.append(visit)
         if role is not None:
@@ -185,8 +203,9 @@ def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashb
         what="the overview's counts equal to the cluster's",
     )
     visit.snap("overview")
-    assert expected["total"] == len(READY_NAMES) + 2
-    assert expected["ready"] == f"{len(READY_NAMES)}/{expected['total']}"
+    assert expected["total"] == len(READY_NAMES) + len(READY_WITH_WARNINGS) + len(NOT_READY)
+    ready = len(READY_NAMES) + len(READY_WITH_WARNINGS)
+    assert expected["ready"] == f"{ready}/{expected['total']}"
     # Every object has an instance row (or the not-fetched-yet one): the rows add up.
     per_instance = visit.page.locator("#tally-instances td.count-total").all_inner_texts()
     assert sum(map(int, per_instance)) == expected["total"]
@@ -194,7 +213,12 @@ def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashb
     ns = dashboard.world.namespace
     rows = visit.page.locator("#not-ready-table tbody tr[data-object]")
     assert sorted(rows.evaluate_all("rows => rows.map(r => r.dataset.object)")) == sorted(
-        [f"{ns}/{REFUSED}", f"{ns}/{UNDELIVERED}"]
+        f"{ns}/{name}" for name in NOT_READY
+    )
+    # Ready ones with an informational problem are listed as warnings, not as "nothing to do".
+    warned = visit.page.locator("#warnings-table tbody tr[data-object]")
+    assert sorted(warned.evaluate_all("rows => rows.map(r => r.dataset.object)")) == sorted(
+        f"{ns}/{name}" for name in READY_WITH_WARNINGS
     )
     blocking = visit.text(f'#not-ready-table tr[data-object="{ns}/{UNDELIVERED}"] td.blocking')
     assert "UndeliveredSecrets" in blocking
@@ -211,7 +235,7 @@ def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashb
 
 def test_the_list_filters_to_not_ready(pages, dashboard: Dashboard):
     visit = pages("admin")
-    everything = sorted([*READY_NAMES, REFUSED, UNDELIVERED])
+    everything = sorted([*READY_NAMES, *READY_WITH_WARNINGS, *NOT_READY])
     wait_for(
         lambda: visit.goto(dashboard.base + CHANGELIST) and changelist_names(visit) == everything,
         timeout=PAGE_POLL_TIMEOUT,
@@ -224,7 +248,7 @@ def test_the_list_filters_to_not_ready(pages, dashboard: Dashboard):
     visit.collect()
     assert "ready=not" in visit.page.url
     visit.snap("list-not-ready")
-    assert changelist_names(visit) == sorted([REFUSED, UNDELIVERED])
+    assert changelist_names(visit) == sorted(NOT_READY)
     ready_cells = visit.page.locator("#result_list tbody td.field-ready_shown").all_inner_texts()
     assert ready_cells and all(cell.strip() != "True" for cell in ready_cells)
     # The index's shortcut is the same filter.
@@ -232,7 +256,209 @@ def test_the_list_filters_to_not_ready(pages, dashboard: Dashboard):
     with visit.page.expect_navigation(wait_until="load"):
         visit.page.click("#not-ready-link")
     visit.collect()
-    assert changelist_names(visit) == sorted([REFUSED, UNDELIVERED])
+    assert changelist_names(visit) == sorted(NOT_READY)
+
+
+def explain_remediations(text: str) -> dict[str, str]:
+    """``explain``'s remediation lines by what they are for: the outcome's ``Type/Reason``
+    (``remediation:``) and each other condition's (``  for Type/Reason:``)."""
+    found: dict[str, str] = {}
+    main = ""
+    for line in text.splitlines():
+        outcome = re.match(r"outcome: (\w+)=\w+/(\w+)$", line) or re.match(
+            r"outcome: (\w+) \(sets no condition\)$", line
+        )
+        if outcome:
+            main = "/".join(outcome.groups())
+        elif line.startswith("remediation: "):
+            found[main] = " ".join(line.removeprefix("remediation: ").split())
+        elif other := re.match(r"  for (\w+/\w+): (.*)$", line):
+            found[other.group(1)] = " ".join(other.group(2).split())
+    return found
+
+
+def list_row(name: str) -> str:
+    """The selector of the list's row of HikyoSecret ``name``."""
+    return f"#result_list tbody tr:has(th.field-name a:text-is('{name}'))"
+
+
+def test_every_problem_says_why_and_what_to_do_as_explain_does(pages, dashboard: Dashboard):
+    """Issue 35 item 1: the list names each not-Ready CR's blocker with its message, and each
+    Ready one's warning, with the remediation ``explain`` prints (the same function over the
+    names the recorder kept), real names filled in."""
+    world, broken = dashboard.world, dashboard.broken
+    expected = {  # the Type/Reason shown, and names its remediation must carry
+        REFUSED: ("Designation/SecretNotDesignated", ["absent-credential", world.instance]),
+        UNDELIVERED: ("Delivery/UndeliveredSecrets", ["API_KEY", world.environment]),
+        REVOKED: ("Synced/FetchFailed", ["revoked-credential"]),
+        SERVER_DOWN: ("Synced/FetchFailed", [f"-n {world.namespace} annotate hksec {SERVER_DOWN}"]),
+        NO_INSTANCE: ("Synced/FetchFailed", [f"HikyoInstance {broken.missing_instance} does not"]),
+        DREW_429: ("Synced/FetchFailed", [broken.busy_instance, f"org {world.org}"]),
+        KEYS_MISSING: ("Delivery/KeysMissing", ["NOT_PUBLISHED"]),
+        EXPIRING: ("CredentialExpiry/ExpiresSoon", ["Secret expiring-credential"]),
+    }
+    explained = {name: explain_remediations(dashboard.explain(name)) for name in expected}
+    visit = pages("viewer")
+    visit.goto(dashboard.base + CHANGELIST)
+    visit.snap("list-why-and-what-to-do")
+    for name, (problem, names) in expected.items():
+        row = list_row(name)
+        type_ = problem.split("/")[0]
+        message = " ".join(world.message(type_, name).split())
+        why = visit.text(f'{row} td.field-why_shown .why[data-problem="{problem}"]')
+        assert problem in why and message in why, (name, why)
+        todo = visit.text(f'{row} td.field-todo_shown .remediation[data-for="{problem}"]')
+        assert todo == explained[name][problem], (name, todo, explained[name])
+        for needed in names:
+            assert needed in todo, (name, needed, todo)
+        for placeholder in ("<credential>", "<instance>", "<namespace>", "<org>", "<keys>"):
+            assert placeholder not in todo, (name, todo)
+    # Informational problems are warnings, never "Nothing to do".
+    for name in READY_WITH_WARNINGS:
+        assert visit.page.locator(f"{list_row(name)} .why-warning").count() >= 1
+        assert visit.page.locator(f"{list_row(name)} .remediation.nothing").count() == 0
+    # The instance column names the instance the spec names, a missing one marked missing.
+    instance_cell = visit.text(f"{list_row(NO_INSTANCE)} td.field-instance_shown")
+    assert instance_cell == f"{broken.missing_instance} (missing)"
+    # Search: namespace/name, instance, reason and message.
+    for query, wanted in (
+        (f"{world.namespace}/{REVOKED}", {REVOKED}),
+        (broken.busy_instance, {DREW_429, WAITS_429}),
+        ("SecretNotDesignated", {REFUSED}),
+        ("status 503", {SERVER_DOWN}),
+    ):
+        visit.goto(f"{dashboard.base}{CHANGELIST}?{urlencode({'q': query})}")
+        assert set(changelist_names(visit)) == wanted, query
+
+
+def test_a_cr_waiting_on_a_429_pause_shows_the_pause(pages, dashboard: Dashboard):
+    world, broken = dashboard.world, dashboard.broken
+    visit = pages("viewer")
+
+    def paused_row() -> bool:
+        visit.goto(dashboard.base + CHANGELIST)
+        return visit.page.locator(f"{list_row(WAITS_429)} .why-paused").count() == 1
+
+    wait_for(paused_row, timeout=PAGE_POLL_TIMEOUT, interval=1, what="the pause in the list")
+    visit.snap("list-paused")
+    row = list_row(WAITS_429)
+    assert visit.text(f"{row} .why-paused .pause-instance") == broken.busy_instance
+    assert visit.text(f"{row} .why-paused .pause-org") == world.org
+    until = visit.page.get_attribute(f"{row} .why-paused .pause-until time", "datetime") or ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", until), until
+    assert until > dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # still ahead
+    assert "no delivery has been attempted" not in visit.text(row)
+    todo = visit.text(f'{row} .remediation[data-for="InstancePaused"]')
+    assert f"HikyoInstance {broken.busy_instance} answered 429 for org {world.org}" in todo
+    # The overview's instance row and the instance page say the same.
+    visit.goto(dashboard.base + OVERVIEW)
+    paused = visit.text(f'#instances-table tr[data-instance="{broken.busy_instance}"] td.paused')
+    assert paused.startswith(f"org {world.org} until"), paused
+    visit.snap("overview-paused")
+
+
+def test_a_missing_instance_is_counted_under_its_name(pages, dashboard: Dashboard):
+    missing = dashboard.broken.missing_instance
+    visit = pages("viewer")
+    visit.goto(dashboard.base + OVERVIEW)
+    assert visit.text(f'#tally-instances tr[data-group="{missing}"] td.count-total') == "1"
+    assert "(missing)" in visit.text(f'#instances-table tr[data-instance="{missing}"]')
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click(f'#instances-table tr[data-instance="{missing}"] a')
+    visit.collect()
+    visit.snap("instance-missing")
+    assert "missing" in visit.text("#instance-found")
+    objects = visit.page.locator("#instance-objects-table tr[data-object]")
+    names = objects.evaluate_all("rows => rows.map(r => r.dataset.object)")
+    assert names == [f"{dashboard.world.namespace}/{NO_INSTANCE}"]
+
+
+def test_the_instance_page_shows_the_instance_and_lists_its_crs(pages, dashboard: Dashboard):
+    world = dashboard.world
+    visit = pages("viewer")
+    visit.goto(dashboard.base + CHANGELIST)
+    with visit.page.expect_navigation(wait_until="load"):
+        visit.page.click(f"{list_row(READY_NAMES[0])} td.field-instance_shown a")
+    visit.collect()
+    visit.snap("instance")
+    assert visit.text("#instance-found") == "yes"
+    assert visit.text("#instance-url") == world.devserver.url
+    assert visit.text("#instance-ca") == "present"
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(", visit.text("#instance-last-ok"))
+    rows = visit.page.locator("#instance-objects-table tr[data-object]")
+    states = dict(
+        rows.evaluate_all(
+            "rows => rows.map(r => [r.dataset.object.split('/')[1], r.dataset.state])"
+        )
+    )
+    on_it = [*READY_NAMES, *READY_WITH_WARNINGS, REFUSED, UNDELIVERED, REVOKED, SERVER_DOWN]
+    assert sorted(states) == sorted(on_it)
+    assert states[REVOKED] == "blocked" and states[KEYS_MISSING] == "warning"
+    # From an object to its namespace and target, and back.
+    link = visit.page.get_attribute(
+        f'#instance-objects-table tr[data-object="{world.namespace}/{REVOKED}"] td.target a', "href"
+    )
+    assert link and "target=revoked-env" in link and f"namespace={world.namespace}" in link
+
+
+def test_the_list_and_the_overview_refresh_themselves(pages, dashboard: Dashboard):
+    """Issue 35 item 3: a run shows on an open page without a reload (live.js swaps regions),
+    and the admin's action checkboxes still work on the swapped rows."""
+    world = dashboard.world
+    visit = pages("operator")
+    for number, path in enumerate((OVERVIEW, CHANGELIST)):
+        visit.goto(dashboard.base + path)
+        visit.page.evaluate("window.hikyoNotReloaded = true")
+        # A run to show: a forced resync of a healthy object, as kubectl annotate asks it.
+        world.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            world.namespace,
+            "hikyosecrets",
+            READY_NAMES[0],
+            {"metadata": {"annotations": {FORCE_SYNC_ANNOTATION: f"live-{number}"}}},
+        )
+        visit.page.wait_for_function(
+            "() => Number(document.getElementById('live').dataset.liveSwaps || '0') >= 1",
+            timeout=PAGE_POLL_TIMEOUT * 1000,
+            polling=250,
+        )
+        assert visit.page.evaluate("window.hikyoNotReloaded") is True, path
+        visit.collect()
+    rows = visit.page.locator("#result_list tbody tr").count()
+    visit.page.click("#action-toggle")
+    assert visit.text("span.action-counter").startswith(f"{rows} of "), rows
+    visit.snap("list-refreshed-and-selected")
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_pages_fit_the_screen(pages, dashboard: Dashboard, width: int):
+    """Screenshots at both widths; no page scrolls sideways."""
+    visit = pages("admin", width)
+    pk = detail_pk(visit, dashboard, REVOKED)
+    for label, path in (
+        ("overview", OVERVIEW),
+        ("list", CHANGELIST),
+        ("detail", f"{CHANGELIST}{pk}/change/"),
+        ("instance", f"/admin/observations/trackedobject/instances/{dashboard.world.instance}/"),
+    ):
+        visit.goto(dashboard.base + path)
+        visit.snap(f"{label}-{width}")
+        # No cell sticks out of the window, and none overflows its own box (clipped text).
+        sticking_out = visit.page.evaluate(
+            """() => [...document.querySelectorAll("#content th, #content td")]
+                .filter((cell) => cell.getBoundingClientRect().right
+                    > document.documentElement.clientWidth + 0.5
+                    || cell.scrollWidth > cell.clientWidth + 1)
+                .map((cell) => `${cell.className || "-"} ${cell.scrollWidth}/${cell.clientWidth}: `
+                    + cell.textContent.trim().slice(0, 30))"""
+        )
+        assert sticking_out == [], (label, width, sticking_out)
+    # Identical refusals fold into one timeline row (the 401 repeats with backoff).
+    visit.goto(f"{dashboard.base}{CHANGELIST}{pk}/change/")
+    assert visit.page.locator("#timeline-table tr[data-count]").count() >= 1
+    # "View site" leads to the overview.
+    assert visit.page.get_attribute("#user-tools a:has-text('View site')", "href") == OVERVIEW
 
 
 def test_undelivered_secrets_detail_remediation_and_force_resync_to_ready(
@@ -266,21 +492,27 @@ def test_undelivered_secrets_detail_remediation_and_force_resync_to_ready(
     value = (world.cr(UNDELIVERED)["metadata"].get("annotations") or {}).get(FORCE_SYNC_ANNOTATION)
     assert value and value in visit.text("ul.messagelist")
 
-    def ready_on_the_page() -> bool:
-        visit.page.reload(wait_until="load")
-        visit.collect()
-        return (
-            visit.text("#ready") == "True"
-            and visit.text("#lifecycle") == "Synced"
-            and value in visit.text("#last-forced-sync")
-        )
-
-    wait_for(
-        ready_on_the_page,
-        timeout=READY_AFTER_FORCE_TIMEOUT,
-        interval=2,
-        what="the detail page showing Ready after the forced resync",
+    # The page keeps itself current (live.js): no reload from here on, only the DOM changes.
+    handled_at_first = "not handled yet" not in visit.text("#timeline-table")
+    visit.page.evaluate("window.hikyoNotReloaded = true")
+    visit.page.wait_for_function(
+        """(value) => {
+            const text = (id) => (document.getElementById(id) || {}).textContent || "";
+            const rows = (kind) => [...document.querySelectorAll(`#timeline-table tr.${kind}`)];
+            return text("ready").trim() === "True"
+                && text("lifecycle").trim() === "Synced"
+                && text("last-forced-sync").includes(value)
+                && rows("timeline-run").some((row) => row.textContent.includes(value))
+                && rows("timeline-force-resync").some((row) => row.textContent.includes(value)
+                    && !row.textContent.includes("not handled"));
+        }""",
+        arg=value,
+        timeout=READY_AFTER_FORCE_TIMEOUT * 1000,
+        polling=250,
     )
+    assert visit.page.evaluate("window.hikyoNotReloaded") is True  # the same document
+    if not handled_at_first:
+        assert int(visit.page.get_attribute("#live", "data-live-swaps") or "0") >= 1
     visit.snap("detail-ready")
     assert visit.text("#blocking") == "-"
     timeline = visit.page.locator("#timeline-table tr.timeline-force-resync").all_inner_texts()

@@ -1,0 +1,82 @@
+// Live dashboard pages (issue 35 item 3). The page names a JSON view that answers a stamp of
+// what the page shows (#live: data-live-url, data-live-stamp, data-live-regions). Every few
+// seconds the stamp is asked for; when it moved, the page is fetched again and each region
+// (an element id) is swapped for its new copy: no full reload, no framework. The relative
+// times beside ISO ones ("(12 s ago)") are kept current in between.
+(function () {
+  "use strict";
+  const live = document.getElementById("live");
+  const UNITS = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+
+  function relative(iso) {
+    const seconds = Math.round((Date.now() - Date.parse(iso)) / 1000);
+    if (seconds === 0) return "now";
+    const span = Math.abs(seconds);
+    for (const [size, unit] of UNITS) {
+      if (span >= size) {
+        const amount = Math.floor(span / size) + " " + unit;
+        return seconds > 0 ? amount + " ago" : "in " + amount;
+      }
+    }
+    return "now";
+  }
+
+  function refreshRelative() {
+    document.querySelectorAll("[data-relative-to]").forEach(function (element) {
+      element.textContent = "(" + relative(element.dataset.relativeTo) + ")";
+    });
+  }
+
+  // Not under a user choosing rows for an action or typing a search.
+  function busyUser() {
+    if (document.querySelector("#result_list input.action-select:checked")) return true;
+    const active = document.activeElement;
+    return Boolean(active && active.matches("input[type=text], input[type=search], select"));
+  }
+
+  async function swap(regions) {
+    const response = await fetch(window.location.href, {credentials: "same-origin"});
+    if (!response.ok) return false;
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const id of regions) {
+      const now = document.getElementById(id);
+      const next = fresh.getElementById(id);
+      if (now && next) now.replaceWith(document.importNode(next, true));
+    }
+    // The admin's action checkboxes are bound when a page loads: bind the new rows too.
+    const rows = document.querySelectorAll("#result_list tr input.action-select");
+    if (rows.length > 0 && typeof window.Actions === "function") window.Actions(rows);
+    return true;
+  }
+
+  async function poll(state) {
+    if (state.running) return;
+    state.running = true;
+    try {
+      const response = await fetch(live.dataset.liveUrl, {
+        credentials: "same-origin",
+        headers: {Accept: "application/json"},
+      });
+      if (!response.ok) return;
+      const answer = await response.json();
+      if (answer.stamp !== state.stamp && !busyUser() && (await swap(state.regions))) {
+        state.stamp = answer.stamp;
+        live.dataset.liveStamp = answer.stamp;
+        live.dataset.liveSwaps = String(Number(live.dataset.liveSwaps || "0") + 1);
+      }
+    } catch (error) {
+      // The operator restarting or the network gone: ask again at the next tick.
+    } finally {
+      state.running = false;
+    }
+  }
+
+  setInterval(refreshRelative, 5000);
+  if (!live) return;
+  const state = {
+    stamp: live.dataset.liveStamp,
+    regions: (live.dataset.liveRegions || "").split(/\s+/).filter(Boolean),
+    running: false,
+  };
+  setInterval(function () { poll(state); }, Number(live.dataset.livePoll || "2000"));
+})();

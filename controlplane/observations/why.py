@@ -1,0 +1,142 @@
+"""Why a HikyoSecret is not Ready and what to do (issue 35 item 1), for the list, the overview
+and the detail page alike: the Ready rule's first blocker with its message and remediation, the
+informational problems (``KeysMissing``, ``EnvFromSkip``, ``Rollout=False/Stalled``, expiry)
+as warnings, and a 429 pause of (instance, org) with its end.
+
+Pure over a stored row. The texts are ``remediation.remediation``'s, the function ``manage.py
+explain`` prints, filled the way ``explain.status_remediation`` fills them: the spec's names the
+recorder kept (``remediation.spec_context``) and the names the condition's message carries
+(``remediation.message_context``). Names, reasons and messages only: never a value (S0.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from workers.engine.conditions import READY, SYNCED
+from workers.engine.explain import Blocker, blocking_condition
+from workers.engine.remediation import message_context, remediation
+
+PAUSED_REASON = "InstancePaused"
+
+# The states a row is shown in (the list's "state" column and filter, the CSS classes).
+READY_STATE, WARNING_STATE, BLOCKED_STATE, PAUSED_STATE = "ready", "warning", "blocked", "paused"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One condition that is not as it should be: ``Type/Reason``, its message, what to do."""
+
+    name: str
+    reason: str
+    message: str
+    remediation: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A 429 pause of (instance, org) holding the CR back until ``until`` (S4.1.6)."""
+
+    instance: str
+    org: str
+    until: datetime
+    remediation: str
+
+
+@dataclass(frozen=True)
+class Why:
+    ready: bool | None
+    blocker: Problem | None
+    warnings: list[Problem] = field(default_factory=list)
+    pause: Pause | None = None
+
+    @property
+    def instance_missing(self) -> bool:
+        """R5 found the named HikyoInstance missing (its FetchFailed message says so)."""
+        blocker = self.blocker
+        return (
+            blocker is not None
+            and blocker.reason == "FetchFailed"
+            and (message_context(blocker.reason, blocker.message).get("cause") == "R5")
+        )
+
+    @property
+    def state(self) -> str:
+        if self.pause is not None:
+            return PAUSED_STATE
+        if self.blocker is not None and self.ready is not True:
+            return BLOCKED_STATE
+        return WARNING_STATE if self.warnings else READY_STATE
+
+
+def condition_remediation(names: Mapping[str, str], reason: str, message: str) -> str:
+    """What to do about one stored condition: explain's text with the recorded names."""
+    return remediation(reason, {**names, **message_context(reason, message)})
+
+
+def why(
+    *,
+    conditions: Sequence[Mapping[str, Any]],
+    lifecycle: str,
+    ready: bool | None,
+    names: Mapping[str, str],
+    paused_until: datetime | None,
+    now: datetime,
+) -> Why:
+    """The first blocker, the warnings and a pause still running at ``now``."""
+    stored = [c for c in conditions if isinstance(c, Mapping) and "type" in c]
+    blocker = blocking_condition({"conditions": stored, "lifecycle": lifecycle or None})
+    pause = None
+    if paused_until is not None and paused_until > now:
+        instance, org = names.get("instance", ""), names.get("org", "")
+        pause = Pause(instance, org, paused_until, remediation(PAUSED_REASON, names))
+    blocking = None
+    # With no condition of its own ("no delivery attempted yet", an unset lifecycle) the
+    # blocker is only that the pause held the first fetch back (S4.1.6): the pause says why.
+    if blocker is not None and not (pause is not None and blocker.condition is None):
+        reason = blocker.reason or blocker.name
+        remedy = condition_remediation(names, reason, blocker.message)
+        blocking = Problem(blocker.name, reason, blocker.message, remedy)
+    warnings = []
+    for condition in informational(stored, blocker):
+        reason, message = str(condition.get("reason") or ""), str(condition.get("message") or "")
+        remedy = condition_remediation(names, reason, message)
+        warnings.append(Problem(f"{condition['type']}/{reason}", reason, message, remedy))
+    return Why(ready, blocking, warnings, pause)
+
+
+def informational(
+    conditions: Sequence[Mapping[str, Any]], blocker: Blocker | None
+) -> list[Mapping[str, Any]]:
+    """The conditions that tell of something to look at besides the blocker: every S5.1
+    condition but Ready and a True Synced is one (S5.1 has no other good news)."""
+    found = []
+    for condition in conditions:
+        type_ = condition.get("type")
+        if type_ == READY or (type_ == SYNCED and condition.get("status") == "True"):
+            continue
+        if blocker is None or condition is not blocker.condition:
+            found.append(condition)
+    return found
+
+
+def warning_names(conditions: Sequence[Mapping[str, Any]], blocker: Blocker | None) -> str:
+    """``Type/Reason, ...`` of the warnings, as the recorder keeps it for filters and search."""
+    return ", ".join(
+        f"{c['type']}/{c.get('reason') or ''}" for c in informational(conditions, blocker)
+    )
+
+
+def of(tracked: Any, now: datetime) -> Why:
+    """``why`` over a TrackedObject (or anything with its fields)."""
+    return why(
+        conditions=list(tracked.conditions or []),
+        lifecycle=tracked.lifecycle,
+        ready=tracked.ready,
+        names=dict(tracked.names or {}),
+        paused_until=tracked.paused_until,
+        now=now,
+    )
