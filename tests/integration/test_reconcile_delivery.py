@@ -4,12 +4,15 @@ restoration, and retain-on-failure (S3.5, S4.2, S4.3, S4.8, S4.9, S4.11, S4.17).
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 
 import pytest
 
 from devserver import MALFORMED_KINDS, Fault
 from tests.support.world import canary
 from workers.engine.outcome import Requeue
+from workers.engine.pacing import RESUME_WINDOW
+from workers.engine.stamp_root import ROOT_REUSE_SECONDS, STAMP_ROOT_SECRET, RecentStampRoot
 
 
 def test_first_delivery_creates_the_owned_secret(world):
@@ -189,13 +192,14 @@ def test_redirect_never_carries_the_bearer_to_the_second_origin(world):
 
 
 def test_429_pauses_without_a_backoff_step(world):
-    """S3.5/S4.1.6: FetchFailed, retained, requeued after Retry-After."""
+    """S3.5/S4.1.6: FetchFailed, retained, requeued after Retry-After (and after the CRs that
+    waited for the pause, rev 3)."""
     world.ready()
     secret = world.target()
     world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="7"))
     result = world.reconcile(forced_full=True)
     assert result.outcome.requeue is Requeue.AFTER
-    assert result.outcome.delay == 7
+    assert result.outcome.delay == 7 + RESUME_WINDOW
     _retained(world, secret.data, secret.resource_version)
 
 
@@ -273,3 +277,35 @@ def test_instance_trusting_another_ca_fails_tls(world):
     result = world.reconcile()
     assert result.outcome.reason == "FetchFailed"
     assert "TLS" in result.outcome.message
+
+
+def test_one_process_reads_the_stamp_root_once_a_minute(world):
+    """S6.3 rev 3: runs of one process within 60 s reuse one uncached read of the root; after
+    the window the next run reads it again (the engine's timer, moved by the test)."""
+    now = [1000.0]
+    reads: list[str] = []
+    cluster = world.engine.cluster
+
+    class Counting(type(cluster)):  # the real gateway, counting the root's GETs
+        def get_secret(self, namespace, name):
+            if name == STAMP_ROOT_SECRET:
+                reads.append(namespace)
+            return super().get_secret(namespace, name)
+
+    world.engine = replace(
+        world.engine,
+        cluster=Counting(world.api_client),
+        timer=lambda: now[0],
+        recent_root=RecentStampRoot(lambda: now[0]),
+    )
+    world.ready()  # the root is read (and, the session's first time, created)
+    assert world.reconcile().outcome.reason == "Current"  # a root that is there: kept
+    reads.clear()
+    world.create_cr("second", target={"name": "second-env"})
+    for _ in range(2):
+        assert world.reconcile("second").outcome.reason in {"Delivered", "Current"}
+    assert world.reconcile(forced_full=True).outcome.reason in {"Delivered", "Current"}
+    assert reads == []
+    now[0] += ROOT_REUSE_SECONDS
+    assert world.reconcile(forced_full=True).outcome.reason in {"Delivered", "Current"}
+    assert len(reads) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from .ports import LEASE_NAME, Cluster, CoordinationStore, ServerFor
 from .settings import OperatorSettings
 from .spec import SecretSpec, parse_spec
 from .stamp import STAMP_ROOT_BYTES
-from .stamp_root import STAMP_ROOT_SECRET
+from .stamp_root import STAMP_ROOT_SECRET, RecentStampRoot
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,12 @@ def observe(
     *,
     forced_full: bool,
     now: Now,
+    recent_root: RecentStampRoot | None = None,
 ) -> Observed:
+    """``recent_root``: the process's reuse window for the stamp root (S6.3); without one,
+    every run reads it."""
     observed = Observed(namespace, name, forced_full, read_cr(cluster, namespace, name, uid))
-    reader = _Reader(cluster, store, settings, server_for)
+    reader = _Reader(cluster, store, settings, server_for, recent_root)
     while isinstance(needed := decide_before_fetch(observed, settings, now), Needs):
         observed = reader.read(observed, needed.read)
     return observed
@@ -63,11 +67,13 @@ class _Reader:
         store: CoordinationStore,
         settings: OperatorSettings,
         server_for: ServerFor,
+        recent_root: RecentStampRoot | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
         self.settings = settings
         self.server_for = server_for
+        self.recent_root = recent_root or RecentStampRoot(time.monotonic, window=0.0)
 
     def read(self, observed: Observed, read: Read) -> Observed:
         if read is Read.LEASE:  # any failure, Forbidden included, counts as a live owner
@@ -104,7 +110,9 @@ class _Reader:
         if read is Read.TARGET:
             return {"target": cluster.get_secret(spec.namespace, spec.target_name)}
         if read is Read.STAMP_ROOT:
-            root = cluster.get_secret(self.settings.operator_namespace, STAMP_ROOT_SECRET)
+            root = self.recent_root.read(
+                lambda: cluster.get_secret(self.settings.operator_namespace, STAMP_ROOT_SECRET)
+            )
             # S6.3: the root a fresh install creates, if the steps allow it
             fresh = os.urandom(STAMP_ROOT_BYTES) if root is None else b""
             return {"stamp_root": root, "fresh_root": fresh}

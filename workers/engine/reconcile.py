@@ -28,6 +28,7 @@ from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
 from .remediation import spec_context
 from .settings import OperatorSettings
+from .stamp_root import RecentStampRoot
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,11 @@ class Engine:
     wall_seconds: Callable[[], float] = field(default=time.time)
     sleep: Callable[[float], None] = field(default=time.sleep)
     timer: Callable[[], float] = field(default=time.monotonic)
+    recent_root: RecentStampRoot | None = None  # S6.3's reuse window, made on first use
+
+    def __post_init__(self) -> None:
+        if self.recent_root is None:
+            self.recent_root = RecentStampRoot(self.timer)
 
     def now(self) -> Now:
         return Now(self.clock(), self.wall_seconds())
@@ -89,6 +95,7 @@ def reconcile(
         uid,
         forced_full=forced_full,
         now=now,
+        recent_root=engine.recent_root,
     )  # R0-R14 reads, in step order
     decision = decide_before_fetch(observed, settings, now)  # R0-R14
     if isinstance(decision, FetchPlan) and decision.stamp_root is not None:  # R12, S6.3
