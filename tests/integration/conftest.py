@@ -22,7 +22,7 @@ from devserver import DevServer
 from hikyo.clients import ClientCache
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
-from k8s.localcluster import LocalControlPlane, locate_binaries
+from localcluster import LocalControlPlane, locate_binaries
 from tests.support.fault_matrix import table_lines as fault_table_lines
 from tests.support.world import World
 from workers.engine.reconcile import Engine
@@ -65,7 +65,7 @@ def audit_log(kubeconfig: Path) -> Path:
         return Path(recorded["audit_log"])
     pytest.fail(
         f"HIKYO_TEST_KUBECONFIG={kubeconfig} is not a local control plane with an audit log "
-        "(k8s.localcluster); these tests read what the operator's ServiceAccount requested"
+        "(localcluster); these tests read what the operator's ServiceAccount requested"
     )
 
 

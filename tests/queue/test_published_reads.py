@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
-from k8s.localcluster.ports import free_port
 from k8s.watch_cache import WatchedReads
+from localcluster.ports import free_port
 from tests.support.operator_harness import dump_redis
 from tests.support.waiting import wait_for
 from tests.support.watch_fakes import FakeWatcher, instance_object

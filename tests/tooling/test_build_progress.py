@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s.localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
+from localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
 
 VERSIONS = dict(
     re.findall(r"^(\w+)=(\S+)$", (BUILD_SCRIPT.parent / "versions.env").read_text(), re.M)
@@ -258,7 +258,7 @@ def test_dev_cluster_up_sends_build_progress_to_stderr_only(fake_env, monkeypatc
     from django.core.management import CommandError, call_command
 
     from controlplane.observations.management.commands import dev_cluster
-    from k8s.localcluster import ComponentFailed
+    from localcluster import ComponentFailed
 
     class _NoCluster:  # the binaries are stand-ins: stop right after locating them
         def __init__(self, *args: object, **kwargs: object) -> None:
