@@ -57,7 +57,7 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def audit_log(kubeconfig: Path) -> Path:
     """The control plane's audit log of ServiceAccount requests: the session's own cluster's,
-    or that of the ``dev_cluster`` whose kubeconfig HIKYO_TEST_KUBECONFIG names."""
+    or that of the ``python -m localcluster up`` whose kubeconfig HIKYO_TEST_KUBECONFIG names."""
     if LOCAL_CLUSTER:
         return LOCAL_CLUSTER[0].audit_log
     state = kubeconfig.parent / "state.json"
