@@ -464,7 +464,7 @@ def run(objects: int, details: int, cleanup: contextlib.ExitStack) -> dict[str, 
     from kubernetes import client, config
 
     from k8s.crd_manifests import install_crds
-    from k8s.localcluster import LocalControlPlane, locate_binaries
+    from localcluster import LocalControlPlane, locate_binaries
     from tests.support.operator_harness import Operator, readyz
     from tests.support.waiting import wait_for
 

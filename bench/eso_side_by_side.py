@@ -61,8 +61,8 @@ from bench.apiserver import (  # noqa: E402
 )
 from bench.common import bench_hikyosecret, create_bench_instance, status_kib  # noqa: E402
 from devserver import DevServer, new_id  # noqa: E402
-from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
-from k8s.localcluster.ports import free_port  # noqa: E402
+from localcluster import LocalControlPlane, locate_binaries  # noqa: E402
+from localcluster.ports import free_port  # noqa: E402
 
 NAMESPACE = "bench"
 KEYS = {f"KEY_{i}": f"value-{i}" for i in range(10)}

@@ -139,7 +139,7 @@ def run(
 
     from devserver import DevServer
     from k8s.crd_manifests import install_crds
-    from k8s.localcluster import LocalControlPlane, locate_binaries
+    from localcluster import LocalControlPlane, locate_binaries
     from tests.support.operator_harness import Operator, readyz
     from tests.support.waiting import wait_for
 

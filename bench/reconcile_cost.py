@@ -32,7 +32,7 @@ from devserver import DevServer, new_id  # noqa: E402
 from hikyo.clients import ClientCache  # noqa: E402
 from k8s.crd_manifests import install_crds  # noqa: E402
 from k8s.gateway import KubeCluster  # noqa: E402
-from k8s.localcluster import LocalControlPlane, locate_binaries  # noqa: E402
+from localcluster import LocalControlPlane, locate_binaries  # noqa: E402
 from workers.engine.reconcile import Engine, reconcile  # noqa: E402
 from workers.engine.settings import OperatorSettings  # noqa: E402
 from workers.queue.memory import MemoryQueue  # noqa: E402

@@ -95,7 +95,7 @@ class Bench:
     _sides: int = 0
 
     def __post_init__(self) -> None:
-        from k8s.localcluster import locate_binaries
+        from localcluster import locate_binaries
 
         self.binaries = locate_binaries()
         self.databases = Databases(self.cleanup)
@@ -129,7 +129,7 @@ class Bench:
         from devserver import DevServer
         from devserver.faults import Fault
         from k8s.crd_manifests import install_crds
-        from k8s.localcluster import LocalControlPlane
+        from localcluster import LocalControlPlane
 
         self._sides += 1
         tmp = self.tmp / f"{self._sides:02d}-{label}"

@@ -341,18 +341,6 @@ LOGGING = {
     },
 }
 
-# Where `manage.py dev_cluster up` keeps the local control plane's state (PKI, logs, kubeconfig).
-DEV_CLUSTER_DIR = Path(
-    env.str(
-        "HIKYO_DEV_CLUSTER_DIR",
-        default=str(
-            Path(env.str("XDG_CACHE_HOME", default=str(Path.home() / ".cache")))
-            / "hikyo-dev"
-            / "cluster"
-        ),
-    )
-)
-
 # The operator's own settings (S8.1), parsed once here; an invalid value stops the process.
 HIKYO_OPERATOR = operator_settings_from(os.environ)
 KUBECONFIG: str | None = env.str("KUBECONFIG", default="") or None

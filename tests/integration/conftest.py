@@ -22,7 +22,7 @@ from devserver import DevServer
 from hikyo.clients import ClientCache
 from k8s.crd_manifests import install_crds
 from k8s.gateway import KubeCluster
-from k8s.localcluster import LocalControlPlane, locate_binaries
+from localcluster import LocalControlPlane, locate_binaries
 from tests.support.fault_matrix import table_lines as fault_table_lines
 from tests.support.world import World
 from workers.engine.reconcile import Engine
@@ -57,7 +57,7 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def audit_log(kubeconfig: Path) -> Path:
     """The control plane's audit log of ServiceAccount requests: the session's own cluster's,
-    or that of the ``dev_cluster`` whose kubeconfig HIKYO_TEST_KUBECONFIG names."""
+    or that of the ``python -m localcluster up`` whose kubeconfig HIKYO_TEST_KUBECONFIG names."""
     if LOCAL_CLUSTER:
         return LOCAL_CLUSTER[0].audit_log
     state = kubeconfig.parent / "state.json"
@@ -65,7 +65,7 @@ def audit_log(kubeconfig: Path) -> Path:
         return Path(recorded["audit_log"])
     pytest.fail(
         f"HIKYO_TEST_KUBECONFIG={kubeconfig} is not a local control plane with an audit log "
-        "(k8s.localcluster); these tests read what the operator's ServiceAccount requested"
+        "(localcluster); these tests read what the operator's ServiceAccount requested"
     )
 
 

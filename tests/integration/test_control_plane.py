@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from k8s.localcluster import ComponentFailed, LocalControlPlane
-from k8s.localcluster.binaries import REPO_ROOT
+from localcluster import ComponentFailed, LocalControlPlane
+from localcluster.binaries import REPO_ROOT
 from tests.support.factories import GROUP, VERSION, make_hikyosecret
 from tests.support.kube import get_raw
 from tests.support.waiting import wait_for

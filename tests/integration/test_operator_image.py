@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -32,10 +34,13 @@ from tests.support.world import canary
 pytestmark = [pytest.mark.image, pytest.mark.timeout(1800)]
 
 IMAGE_FIGURES: dict[str, object] = {}  # printed at the session's end (conftest)
+SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # where the Containerfile installs
+TEST_DOUBLES = {"devserver", "localcluster", "dev_cluster"}  # in the checkout, never the image
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Podman, str]]:
+def archive() -> Path:
+    """The image as an OCI archive: HIKYO_IMAGE_ARCHIVE's, or built by tools/build-image.sh."""
     if os.environ.get("HIKYO_SKIP_IMAGE") == "1":
         pytest.skip("HIKYO_SKIP_IMAGE=1")
     missing = missing_tools()
@@ -46,10 +51,16 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Podman, st
         )
     given = os.environ.get("HIKYO_IMAGE_ARCHIVE")
     if given:
-        archive = Path(given)
-    else:
-        archive, digest = build_image(REPO / "var/image/hikyo-operator.oci.tar")
-        IMAGE_FIGURES["digest"] = digest
+        return Path(given)
+    built, digest = build_image(REPO / "var/image/hikyo-operator.oci.tar")
+    IMAGE_FIGURES["digest"] = digest
+    return built
+
+
+@pytest.fixture(scope="module")
+def image(
+    archive: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Podman, str]]:
     podman = Podman(tmp_path_factory.mktemp("podman"))
     image_id = podman.load(archive)
     IMAGE_FIGURES["archive_bytes"] = archive.stat().st_size
@@ -174,6 +185,49 @@ def test_the_image_runs_the_worker_command(image):
         image_id, "celery", "-A", "workers.celery_app", "worker", "--help",
     )
     assert "--concurrency" in help_text
+
+
+def test_the_image_holds_no_test_double(archive):
+    """Issue 34: neither the devserver, nor the local control plane, nor its command."""
+    files = image_files(archive)
+    doubles = sorted(
+        name for name in files if TEST_DOUBLES & {p.removesuffix(".py") for p in name.split("/")}
+    )
+
+    assert f"{SITE_PACKAGES}/controlplane/__main__.py" in files  # the product is there
+    assert f"{SITE_PACKAGES}/k8s/crds/hikyo.dev_hikyosecrets.yaml" in files
+    assert doubles == []
+
+
+def image_files(archive: Path) -> set[str]:
+    """Every path in the image's root filesystem: its layers from the OCI archive's manifest,
+    applied in order (a whiteout ``.wh.NAME`` deletes NAME, ``.wh..wh..opq`` a directory's
+    earlier content)."""
+    with tarfile.open(archive) as outer:
+
+        def read(name: str) -> IO[bytes]:
+            member = outer.extractfile(name)
+            assert member is not None, name
+            return member
+
+        def blob(digest: str) -> IO[bytes]:
+            return read("blobs/" + digest.replace(":", "/", 1))
+
+        manifest = json.load(blob(json.load(read("index.json"))["manifests"][0]["digest"]))
+        files: set[str] = set()
+        for layer in manifest["layers"]:
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r:*") as entries:
+                for entry in entries:
+                    path = entry.name.removeprefix("./").rstrip("/")
+                    parent, _, base = path.rpartition("/")
+                    if base == ".wh..wh..opq":
+                        files = {f for f in files if not f.startswith(parent + "/")}
+                    elif base.startswith(".wh."):
+                        gone = f"{parent}/{base.removeprefix('.wh.')}".lstrip("/")
+                        files = {f for f in files if f != gone and not f.startswith(gone + "/")}
+                    else:
+                        files.add(path)
+    return files
 
 
 def _alive(container) -> bool:

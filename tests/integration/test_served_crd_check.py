@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client, config
 
 from k8s.crd_manifests import install_crds, load_crd_manifests
-from k8s.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.support.operator_harness import RUN_LINE, Operator, populate, ready_count, readyz
 from tests.support.waiting import wait_for
 from tests.support.world import World

@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from hikyo.endpoint import normalize_base_url
-from k8s.localcluster.ports import free_port
 from k8s.watch_cache import WatchedReads
+from localcluster.ports import free_port
 from tests.support.operator_harness import dump_redis
 from tests.support.waiting import wait_for
 from tests.support.watch_fakes import FakeWatcher, instance_object

@@ -1,4 +1,4 @@
-"""The local control plane's audit log (k8s.localcluster.AUDIT_POLICY): every request a
+"""The local control plane's audit log (localcluster.AUDIT_POLICY): every request a
 ServiceAccount made, as plain records a test can filter."""
 
 from __future__ import annotations

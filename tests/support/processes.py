@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import redis
 
-from k8s.localcluster.ports import free_port
+from localcluster.ports import free_port
 from tests.support.waiting import wait_for
 
 __all__ = ["free_port"]  # the harness's port chooser, re-exported for its callers

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s.localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
+from localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
 
 VERSIONS = dict(
     re.findall(r"^(\w+)=(\S+)$", (BUILD_SCRIPT.parent / "versions.env").read_text(), re.M)
@@ -252,19 +252,17 @@ def test_locate_binaries_relays_progress_live(fake_env, monkeypatch):
     assert any("syntax error" in line for line in lines)
 
 
-def test_dev_cluster_up_sends_build_progress_to_stderr_only(fake_env, monkeypatch):
+def test_localcluster_up_sends_build_progress_to_stderr_only(fake_env, monkeypatch):
     from io import StringIO
 
-    from django.core.management import CommandError, call_command
-
-    from controlplane.observations.management.commands import dev_cluster
-    from k8s.localcluster import ComponentFailed
+    from localcluster import ComponentFailed
+    from localcluster import __main__ as command
 
     class _NoCluster:  # the binaries are stand-ins: stop right after locating them
         def __init__(self, *args: object, **kwargs: object) -> None:
             raise ComponentFailed("etcd", "not started in this test")
 
-    monkeypatch.setattr(dev_cluster, "LocalControlPlane", _NoCluster)
+    monkeypatch.setattr(command, "LocalControlPlane", _NoCluster)
     for key in [k for k in os.environ if k.startswith(("TEST_ASSET_", "FAKE_GO_"))]:
         monkeypatch.delenv(key)
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
@@ -272,20 +270,17 @@ def test_dev_cluster_up_sends_build_progress_to_stderr_only(fake_env, monkeypatc
         monkeypatch.setenv(key, fake_env[key])
     monkeypatch.setenv("HIKYO_BUILD_PROGRESS_SECONDS", "0")
     out, err = StringIO(), StringIO()
-    with pytest.raises(CommandError, match="etcd: not started in this test"):
-        call_command(
-            "dev_cluster",
-            "up",
-            state_dir=Path(fake_env["HIKYO_DEV_CACHE"]) / "state",
-            stdout=out,
-            stderr=err,
-        )
+    state_dir = Path(fake_env["HIKYO_DEV_CACHE"]) / "state"
+    assert command.main(["up", "--state-dir", str(state_dir)], out, err) == 1
     assert out.getvalue() == ""  # stdout stays the kubeconfig path alone
     lines = err.getvalue().splitlines()
     assert lines[0] == "control plane binaries: locating (a first run builds them)..."
     assert "  building etcd from tools/etcd (a cold build takes minutes)..." in lines
     assert any(re.fullmatch(r"control plane binaries: ready in \d+\.\d s", x) for x in lines)
-    assert lines[-1] == "control plane: starting etcd, kube-apiserver, controller-manager..."
+    assert lines[-2:] == [
+        "control plane: starting etcd, kube-apiserver, controller-manager...",
+        "error: etcd: not started in this test",
+    ]
 
 
 def test_demo_phases_print_start_and_end(capsys):

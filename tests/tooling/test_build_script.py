@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s.localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
+from localcluster.binaries import BUILD_SCRIPT, BinariesUnavailable, locate_binaries
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s.localcluster import ports
+from localcluster import ports
 
 
 def test_the_ranges_are_those_below_and_above_the_ephemeral_range():

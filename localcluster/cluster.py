@@ -1,8 +1,8 @@
 """A real local control plane: etcd, kube-apiserver and kube-controller-manager on loopback.
 
-Used by the integration tests (a session fixture) and by ``manage.py dev_cluster``. Each
+Used by the integration tests (a session fixture) and by ``python -m localcluster``. Each
 component runs in its own process group with its log in ``<state>/logs``; ``stop()`` ends the
-groups and leaves nothing behind. The same ``state.json`` lets another process (``dev_cluster
+groups and leaves nothing behind. The same ``state.json`` lets another process (``localcluster
 down``) stop a cluster it did not start.
 """
 
@@ -137,7 +137,7 @@ class Component:
         self.process = None
 
     def detach(self) -> None:
-        """Lets the process outlive this object (``dev_cluster up``); stop() still works by pid."""
+        """Lets the process outlive this object (``localcluster up``); stop() still works by pid."""
         with warnings.catch_warnings():
             # Popen warns when dropped while its child runs; here that is the point.
             warnings.simplefilter("ignore", ResourceWarning)
