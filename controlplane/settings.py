@@ -315,7 +315,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"without_traceback": {"()": "controlplane.observations.security.WithoutTraceback"}},
+    "filters": {
+        "without_traceback": {"()": "controlplane.observations.security.WithoutTraceback"},
+        "client_errors_without_traceback": {
+            "()": "controlplane.observations.security.ClientErrorsWithoutTraceback"
+        },
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},
         "console_short": {
@@ -331,6 +336,8 @@ LOGGING = {
     "loggers": {
         # An unlisted Host on a dashboard path: one line naming it, no traceback.
         "django.security.DisallowedHost": {"handlers": ["console_short"], "propagate": False},
+        # A 403 or 400 the dashboard answers on purpose: one line; a 5xx keeps its traceback.
+        "django.request": {"filters": ["client_errors_without_traceback"]},
         "workers": {
             "level": parse_log_level(
                 "HIKYO_WORKERS_LOG_LEVEL",

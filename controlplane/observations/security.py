@@ -37,3 +37,20 @@ class WithoutTraceback(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.exc_info, record.exc_text = None, None
         return True
+
+
+class ClientErrorsWithoutTraceback(WithoutTraceback):
+    """On django.request: an answer the dashboard gives on purpose (403 PermissionDenied to a
+    user without the permission, 400 to a malformed request) is one line with its status and
+    method; Django would attach the exception's traceback to it. A 5xx is a fault of ours and
+    keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and status < 500:
+            request = getattr(record, "request", None)
+            method = getattr(request, "method", None) or "-"
+            record.msg = f"{record.getMessage()} status={status} method={method}"
+            record.args = None
+            super().filter(record)
+        return True
