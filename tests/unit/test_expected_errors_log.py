@@ -36,7 +36,9 @@ def request_log() -> Iterator[io.StringIO]:
     """What django.request prints, formatted as settings.LOGGING's console formats it."""
     written = io.StringIO()
     handler = logging.StreamHandler(written)
-    handler.setFormatter(logging.Formatter(django_settings.LOGGING["formatters"]["plain"]["format"]))
+    handler.setFormatter(
+        logging.Formatter(django_settings.LOGGING["formatters"]["plain"]["format"])
+    )
     logger = logging.getLogger("django.request")
     logger.addHandler(handler)
     try:
