@@ -129,6 +129,35 @@ MATRIX = {
         "scaled": {"enabled": True, "workers": 3, "database": {"existingSecret": "pg"}},
         "replicaCount": 2,
     },
+    # Issue 35 item 7: the PodDisruptionBudgets and NetworkPolicies, with every fitting value.
+    "fitted": {
+        "podDisruptionBudget": {"enabled": True},
+        "networkPolicy": {
+            "enabled": True,
+            "ingressFrom": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            "apiServer": {"cidrs": ["10.96.0.1/32"]},
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+            }
+        ],
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraVolumes": [{"name": "ca", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/extra"}],
+        "serviceAccount": {"annotations": {"example.com/role": "hikyo"}},
+        "commonLabels": {"cost-center": "platform"},
+        "fullnameOverride": "fitted-operator",
+        "revisionHistoryLimit": 2,
+    },
+    "fitted-scaled": {
+        "scaled": {"enabled": True, "database": {"existingSecret": "pg"}},
+        "replicaCount": 2,
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        "networkPolicy": {"enabled": True},
+    },
     "scaled-existing-redis": {
         "scaled": {
             "enabled": True,
@@ -185,6 +214,11 @@ def test_every_values_combination_passes_a_server_side_dry_run(
     assert applied.returncode == 0, applied.stderr
     kinds = {line.split("/", 1)[0] for line in applied.stdout.splitlines()}
     assert {"clusterrole.rbac.authorization.k8s.io", "deployment.apps"} <= kinds, applied.stdout
+    if case.startswith("fitted"):
+        assert {
+            "poddisruptionbudget.policy",
+            "networkpolicy.networking.k8s.io",
+        } <= kinds, applied.stdout
 
 
 SERVICE_MONITOR_CRD = """
