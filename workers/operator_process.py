@@ -138,6 +138,8 @@ class OperatorProcess:
             else None
         )
         self._pool_size = embedded_workers
+        if self._pool is not None:
+            metrics.set_max_concurrent_reconciles(embedded_workers)
         self._worker_slots = WorkerSlots(runtime.queue)  # scaled mode's broker window
         if send_task is None:
             runtime.leader_ok = self.is_leader
@@ -205,6 +207,7 @@ class OperatorProcess:
             leader=self.is_leader,
             queues=self._metric_queues,
             lifecycles=self._lifecycles,
+            readiness=self._readiness,
             worker_slots=self._worker_slots.slots if self._pool is None else None,
         )
 
@@ -217,6 +220,11 @@ class OperatorProcess:
     def _lifecycles(self) -> dict[str, int] | None:
         """The leader's view of the CRs by lifecycle, from the router (its watch)."""
         counts = getattr(self.router, "lifecycle_counts", None)
+        return counts() if callable(counts) else None
+
+    def _readiness(self) -> dict[str, int] | None:
+        """The leader's view of the CRs by first blocker ("" when Ready), from the router."""
+        counts = getattr(self.router, "readiness_counts", None)
         return counts() if callable(counts) else None
 
     # -- leadership ----------------------------------------------------------------------
