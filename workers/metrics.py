@@ -50,7 +50,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .engine.conditions import LIFECYCLES
+from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, REASONS
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult
 
@@ -98,6 +98,7 @@ def lifecycle_label(lifecycle: str | None) -> str:
 
 
 NO_BLOCKER = "none"
+EXPIRY_REASONS = tuple(REASONS[CREDENTIAL_EXPIRY]["True"])  # ExpiresSoon, Expired
 _BLOCKER = re.compile(r"^[A-Z][A-Za-z]{0,31}/[A-Za-z]{1,63}$")  # S5.1 Type/Reason
 
 
@@ -397,17 +398,19 @@ class OperatorCollector(Collector):
         queues: Callable[[], Mapping[str, Any]],
         lifecycles: Callable[[], Mapping[str, int] | None],
         readiness: Callable[[], Mapping[str, int] | None] = lambda: None,
+        credential_expiry: Callable[[], Mapping[str, int] | None] = lambda: None,
         worker_slots: Callable[[], int] | None = None,
     ) -> None:
         self.leader, self.queues, self.lifecycles = leader, queues, lifecycles
         self.readiness = readiness  # blocker ("" when Ready) -> HikyoSecrets
+        self.credential_expiry = credential_expiry  # CredentialExpiry reason -> HikyoSecrets
         self.worker_slots = worker_slots  # scaled mode only (workers/broker_window.py)
 
     def describe(self) -> Iterable[Metric]:
         return [*self._families(), *self._scaled_families()]
 
     def collect(self) -> Iterable[Metric]:
-        leader_family, depth, workqueue_depth, secrets, ready = self._families()
+        leader_family, depth, workqueue_depth, secrets, ready, expiring = self._families()
         leading = _safely(self.leader, False)
         leader_family.add_metric([], 1.0 if leading else 0.0)
         yield leader_family
@@ -439,6 +442,15 @@ class OperatorCollector(Collector):
             for state, count in sorted(by_state.items()):
                 ready.add_metric(list(state), float(count))
             yield ready
+        expiries = _safely(self.credential_expiry, None)
+        if expiries is not None:
+            by_reason = dict.fromkeys(EXPIRY_REASONS, 0)
+            for reason, count in expiries.items():
+                label = reason if reason in EXPIRY_REASONS else OTHER
+                by_reason[label] = by_reason.get(label, 0) + int(count)
+            for reason, count in sorted(by_reason.items()):
+                expiring.add_metric([reason], float(count))
+            yield expiring
         if self.worker_slots is not None:
             (slots_family,) = self._scaled_families()
             slots = _safely(self.worker_slots, None)
@@ -483,6 +495,12 @@ class OperatorCollector(Collector):
                 "HikyoSecrets in reach by their stored Ready condition (S5.2) and, when not "
                 "Ready, the first blocker as Type/Reason; on the leader only.",
                 labels=["ready", "blocker"],
+            ),
+            GaugeMetricFamily(
+                "hikyo_operator_credential_expiry",
+                "HikyoSecrets whose credential expires within 7 days (ExpiresSoon) or has "
+                "(Expired), by their CredentialExpiry condition (S4.13); on the leader only.",
+                labels=["reason"],
             ),
         )
 

@@ -206,8 +206,9 @@ class OperatorProcess:
         return metrics.OperatorCollector(
             leader=self.is_leader,
             queues=self._metric_queues,
-            lifecycles=self._lifecycles,
-            readiness=self._readiness,
+            lifecycles=self._router_counts("lifecycle_counts"),
+            readiness=self._router_counts("readiness_counts"),
+            credential_expiry=self._router_counts("credential_expiry_counts"),
             worker_slots=self._worker_slots.slots if self._pool is None else None,
         )
 
@@ -217,15 +218,15 @@ class OperatorProcess:
             queues[metrics.REPORT_QUEUE] = self.runtime.reports
         return queues
 
-    def _lifecycles(self) -> dict[str, int] | None:
-        """The leader's view of the CRs by lifecycle, from the router (its watch)."""
-        counts = getattr(self.router, "lifecycle_counts", None)
-        return counts() if callable(counts) else None
+    def _router_counts(self, name: str) -> Callable[[], dict[str, int] | None]:
+        """One of the router's counts of the CRs (its watch: the leader's view), read at scrape
+        time; None while this process has no router."""
 
-    def _readiness(self) -> dict[str, int] | None:
-        """The leader's view of the CRs by first blocker ("" when Ready), from the router."""
-        counts = getattr(self.router, "readiness_counts", None)
-        return counts() if callable(counts) else None
+        def read() -> dict[str, int] | None:
+            counts = getattr(self.router, name, None)
+            return counts() if callable(counts) else None
+
+        return read
 
     # -- leadership ----------------------------------------------------------------------
 

@@ -152,3 +152,25 @@ def test_the_leader_serves_hikyosecrets_by_readiness(fresh):
         0.0,
     )
     assert CANARY not in generate_latest(registry).decode()
+
+
+def test_the_leader_serves_hikyosecrets_whose_credential_expires(fresh):
+    router = EventRouter(MemoryQueue(), "hikyo-system")
+    soon = [READY, _condition("CredentialExpiry", "True", "ExpiresSoon")]
+    router.on_secret("ADDED", _cr("a", soon, "Synced"), True)
+    router.on_secret("ADDED", _cr("b", soon, "Synced"), True)
+    router.on_secret("ADDED", _cr("c", [READY], "Synced"), True)
+    expired = [BLOCKED, _condition("CredentialExpiry", "True", "Expired")]
+    router.on_secret("MODIFIED", _cr("b", expired, "Retained"), False)
+    registry = CollectorRegistry()
+    registry.register(
+        OperatorCollector(
+            leader=lambda: True,
+            queues=dict,
+            lifecycles=router.lifecycle_counts,
+            credential_expiry=router.credential_expiry_counts,
+        )
+    )
+    expiry = "hikyo_operator_credential_expiry"
+    assert value(registry, expiry, reason="ExpiresSoon") == 1
+    assert value(registry, expiry, reason="Expired") == 1
