@@ -9,22 +9,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tests.unit.test_metrics import CANARY, Clock, run_result, value
+from tests.unit.test_metrics import CANARY, Clock, fresh, registry, run_result, value
 from tests.unit.test_runner import KEY, Harness, _raising
 from workers import metrics
 from workers.metrics import Metrics, OperatorCollector
 from workers.queue.memory import MemoryQueue
 from workers.sources import EventRouter, readiness_of
 
+__all__ = ["fresh", "registry"]  # fixtures, used by name
+
 CTRL = {"controller": "hikyosecret"}
 QUEUE = {"name": "hikyosecret"}
-
-
-@pytest.fixture
-def fresh(monkeypatch) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    monkeypatch.setattr(metrics, "_current", Metrics(registry))
-    return registry
 
 
 def test_a_bug_counts_as_a_panic_and_every_run_as_work(monkeypatch, fresh):
@@ -125,6 +120,17 @@ def test_readiness_of_names_the_first_blocker(conditions, lifecycle, blocker):
     assert readiness_of(_cr("a", conditions, lifecycle)) == blocker
 
 
+def _leader_registry(router: EventRouter, **counts: Any) -> CollectorRegistry:
+    """A registry with the leader's scrape-time collector over ``router``'s counts."""
+    registry = CollectorRegistry()
+    registry.register(
+        OperatorCollector(
+            leader=lambda: True, queues=dict, lifecycles=router.lifecycle_counts, **counts
+        )
+    )
+    return registry
+
+
 def test_the_leader_serves_hikyosecrets_by_readiness(fresh):
     router = EventRouter(MemoryQueue(), "hikyo-system")
     fetch_failed = [BLOCKED, _condition("Synced", "False", "FetchFailed")]
@@ -134,14 +140,8 @@ def test_the_leader_serves_hikyosecrets_by_readiness(fresh):
     router.on_secret("MODIFIED", _cr("c", [READY], "Synced"), False)  # c recovered
     router.on_secret("ADDED", _cr("d", [], None), True)
     router.on_secret("DELETED", _cr("d", [], None), False)
-    registry = CollectorRegistry()
-    registry.register(
-        OperatorCollector(
-            leader=lambda: True,
-            queues=dict,
-            lifecycles=router.lifecycle_counts,
-            readiness=lambda: {**router.readiness_counts(), f"{CANARY} free text": 1},
-        )
+    registry = _leader_registry(
+        router, readiness=lambda: {**router.readiness_counts(), f"{CANARY} free text": 1}
     )
     ready = "hikyo_operator_secrets_ready"
     assert value(registry, ready, ready="true", blocker="none") == 2
@@ -162,15 +162,7 @@ def test_the_leader_serves_hikyosecrets_whose_credential_expires(fresh):
     router.on_secret("ADDED", _cr("c", [READY], "Synced"), True)
     expired = [BLOCKED, _condition("CredentialExpiry", "True", "Expired")]
     router.on_secret("MODIFIED", _cr("b", expired, "Retained"), False)
-    registry = CollectorRegistry()
-    registry.register(
-        OperatorCollector(
-            leader=lambda: True,
-            queues=dict,
-            lifecycles=router.lifecycle_counts,
-            credential_expiry=router.credential_expiry_counts,
-        )
-    )
+    registry = _leader_registry(router, credential_expiry=router.credential_expiry_counts)
     expiry = "hikyo_operator_credential_expiry"
     assert value(registry, expiry, reason="ExpiresSoon") == 1
     assert value(registry, expiry, reason="Expired") == 1
