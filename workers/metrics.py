@@ -345,11 +345,11 @@ class InFlight:
         self.refresh()
 
     def refresh(self) -> None:
-        with self._lock:
+        with self._lock:  # set under the lock too: a stale refresh never lands after a newer one
             now = self.clock()
             ages = [max(now - started, 0.0) for started in self._started.values()]
-        _quietly(self._unfinished.set, sum(ages))
-        _quietly(self._longest.set, max(ages, default=0.0))
+            _quietly(self._unfinished.set, sum(ages))
+            _quietly(self._longest.set, max(ages, default=0.0))
 
     def _refresh_while_running(self) -> None:
         while True:
