@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.support.helm import container_env, objects, one, operator_values
+from tests.support.helm import CHART, container_env, helm, objects, one, operator_values
 from tests.support.helm import template as helm_template
 
 from .test_chart_render import FULLNAME, pods, render, scaled
@@ -277,3 +278,19 @@ def test_the_schema_types_each_new_value(tmp_path, operator, message):
     assert rendered.returncode != 0
     assert "values don't meet the specifications of the schema" in rendered.stderr
     assert message in rendered.stderr
+
+
+def test_helm_lint_is_clean_with_every_optional_object(tmp_path):
+    values = _fitted(
+        scaled(),
+        podDisruptionBudget={"enabled": True},
+        networkPolicy={"enabled": True},
+        grafanaDashboard={"enabled": True},
+        prometheusRule={"enabled": True},
+        metrics={"serviceMonitor": {"enabled": True, "namespace": "monitoring"}},
+    )
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    linted = helm("lint", "--strict", str(CHART), "--values", str(values_file), tmp=tmp_path)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    assert "[WARNING]" not in linted.stdout and "[ERROR]" not in linted.stdout
