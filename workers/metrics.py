@@ -50,7 +50,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, REASONS
+from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, REASONS, UNRECONCILED
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult
 
@@ -66,7 +66,6 @@ REPORT_QUEUE = "statusreport"  # the S7 report queue, a second keyed queue
 
 UNCHANGED = "Unchanged"  # a run that left the stored lifecycle as it was (quiet stops)
 OTHER = "Other"
-UNSET = "Unset"
 
 # Why a run produced no result (runner.py); not S5.1 reasons, which come from the engine.
 INTERRUPTED = "Interrupted"  # the apiserver or the store failed mid-run
@@ -428,7 +427,8 @@ class OperatorCollector(Collector):
         yield workqueue_depth
         counts: dict[str, int] = {}
         for lifecycle, count in (_safely(self.lifecycles, None) or {}).items():
-            label = lifecycle if lifecycle in LIFECYCLES else (OTHER if lifecycle else UNSET)
+            # No status.lifecycle yet reads Unreconciled, as the router and the dashboard say.
+            label = lifecycle if lifecycle in LIFECYCLES else (OTHER if lifecycle else UNRECONCILED)
             counts[label] = counts.get(label, 0) + int(count)
         for label, count in sorted(counts.items()):
             secrets.add_metric([label], float(count))
