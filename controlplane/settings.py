@@ -35,9 +35,9 @@ env = environ.Env()
 
 # django-environ reads any unknown word as False; S8.1 booleans refuse it instead.
 DEBUG: bool = parse_bool("DJANGO_DEBUG", env.str("DJANGO_DEBUG", default=""), False)
-# The dashboard never shows a value, but sessions still need a key; a per-process random key
-# is safe for the embedded default (sessions then last one process lifetime). Scaled replicas
-# need one shared key (a Secret) for a login to hold on all of them: run_operator warns.
+# The dashboard never shows a value, but sessions still need a key. Unset, a per-process random
+# key signs them, and the dashboard answers loopback clients only
+# (security.LoopbackOnlyWithoutSecretKey); the chart sets one from a Secret.
 SECRET_KEY_FROM_ENVIRONMENT = bool(env.str("DJANGO_SECRET_KEY", default=""))
 SECRET_KEY: str = env.str("DJANGO_SECRET_KEY", default="") or secrets.token_urlsafe(50)
 
@@ -185,12 +185,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz, /readyz and /metrics answer any Host (probes hit the pod IP, S8.3).
     "controlplane.observations.views.ProbesAnyHost",
+    # Without DJANGO_SECRET_KEY the dashboard answers loopback clients only (issue 35 item 8).
+    "controlplane.observations.security.LoopbackOnlyWithoutSecretKey",
     "django.middleware.security.SecurityMiddleware",
     "controlplane.observations.security.ContentSecurityPolicy",
     # Static files answer here, before sessions and the database (whitenoise's documented spot).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Failed logins counted per client: over the limit, a login POST is answered 429.
+    "controlplane.observations.login_throttle.LoginThrottle",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -315,7 +319,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"without_traceback": {"()": "controlplane.observations.security.WithoutTraceback"}},
+    "filters": {
+        "without_traceback": {"()": "controlplane.observations.security.WithoutTraceback"},
+        "client_errors_without_traceback": {
+            "()": "controlplane.observations.security.ClientErrorsWithoutTraceback"
+        },
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},
         "console_short": {
@@ -331,6 +340,8 @@ LOGGING = {
     "loggers": {
         # An unlisted Host on a dashboard path: one line naming it, no traceback.
         "django.security.DisallowedHost": {"handlers": ["console_short"], "propagate": False},
+        # A 403 or 400 the dashboard answers on purpose: one line; a 5xx keeps its traceback.
+        "django.request": {"filters": ["client_errors_without_traceback"]},
         "workers": {
             "level": parse_log_level(
                 "HIKYO_WORKERS_LOG_LEVEL",

@@ -95,6 +95,10 @@ def _advertise_slots(sender: Any = None, **_: Any) -> None:
     controller = getattr(sender, "controller", None)
     slots = getattr(controller, "concurrency", None)
     hostname = getattr(sender, "hostname", None)
+    if isinstance(slots, int):
+        from workers import metrics
+
+        metrics.set_max_concurrent_reconciles(slots)
     if not isinstance(slots, int) or not hostname or not settings.REDIS_URL:
         return
     _slot_advertiser = SlotAdvertiser(build_queue(settings.REDIS_URL), str(hostname), slots)

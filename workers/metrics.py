@@ -50,7 +50,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .engine.conditions import LIFECYCLES
+from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, REASONS, UNRECONCILED
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult
 
@@ -66,7 +66,6 @@ REPORT_QUEUE = "statusreport"  # the S7 report queue, a second keyed queue
 
 UNCHANGED = "Unchanged"  # a run that left the stored lifecycle as it was (quiet stops)
 OTHER = "Other"
-UNSET = "Unset"
 
 # Why a run produced no result (runner.py); not S5.1 reasons, which come from the engine.
 INTERRUPTED = "Interrupted"  # the apiserver or the store failed mid-run
@@ -95,6 +94,16 @@ def lifecycle_label(lifecycle: str | None) -> str:
     if not lifecycle:
         return UNCHANGED
     return lifecycle if lifecycle in LIFECYCLES else OTHER
+
+
+NO_BLOCKER = "none"
+EXPIRY_REASONS = tuple(REASONS[CREDENTIAL_EXPIRY]["True"])  # ExpiresSoon, Expired
+_BLOCKER = re.compile(r"^[A-Z][A-Za-z]{0,31}/[A-Za-z]{1,63}$")  # S5.1 Type/Reason
+
+
+def blocker_label(blocker: str) -> str:
+    """A first blocker (``workers.sources.readiness_of``) as ``Type/Reason``, else ``Other``."""
+    return blocker if _BLOCKER.match(blocker or "") else OTHER
 
 
 def name_label(name: str) -> str:
@@ -204,6 +213,46 @@ class Metrics:
             buckets=QUEUE_BUCKETS,
             registry=r,
         )
+        self.controller_panics = Counter(
+            "controller_runtime_reconcile_panics_total",
+            "Reconcile runs that raised an unexpected exception (a bug, traceback logged), as "
+            "controller-runtime counts a recovered panic; each is an error run too.",
+            ["controller"],
+            registry=r,
+        )
+        self.max_concurrent = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Reconcile runs this process runs at once at most (its pool's size).",
+            ["controller"],
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.work_seconds = Histogram(
+            "workqueue_work_duration_seconds",
+            "Time from taking a key to settling it: one run, under its per-key lock.",
+            ["name"],
+            buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.unfinished_seconds = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "Seconds the runs in progress have run so far, summed (client-go: a large value "
+            "with few runs means stuck runs).",
+            ["name"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.longest_seconds = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "Seconds the longest run in progress has run so far.",
+            ["name"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.in_flight = InFlight(
+            self.unfinished_seconds.labels(RECONCILE_QUEUE),
+            self.longest_seconds.labels(RECONCILE_QUEUE),
+        )
         self._lock = threading.Lock()
         self._standing_off: dict[str, float] = {}  # CR uid -> until (monotonic)
         self._clock: Callable[[], float] = time.monotonic
@@ -230,6 +279,8 @@ class Metrics:
     def record_failed_run(self, reason: str, seconds: float) -> None:
         """A run without a result (it raised, or was abandoned at its deadline)."""
         self.reconciles.labels(UNCHANGED, reason_label(reason)).inc()
+        if reason == INTERNAL_ERROR:
+            self.controller_panics.labels(CONTROLLER).inc()
         self._controller("error", seconds)
 
     def _controller(self, result: str, seconds: float) -> None:
@@ -237,6 +288,7 @@ class Metrics:
         if result == "error":
             self.controller_errors.labels(CONTROLLER).inc()
         self.controller_seconds.labels(CONTROLLER).observe(max(seconds, 0.0))
+        self.work_seconds.labels(RECONCILE_QUEUE).observe(max(seconds, 0.0))
 
     def _stand_off(self, uid: str, standing_off: bool, recheck: float | None) -> None:
         """The CRs this process last saw stand off, each until three of its rechecks passed
@@ -257,6 +309,55 @@ class Metrics:
 
     def workqueue(self, name: str) -> WorkqueueObserver:
         return WorkqueueObserver(self, name)
+
+
+class InFlight:
+    """The runs in progress in this process, for client-go's two "stuck work" gauges: set at
+    each run's start and end and, while any runs, every ``every`` seconds by a daemon thread
+    (client-go updates them every 500 ms), so a scrape sees a long run's age grow."""
+
+    def __init__(self, unfinished: Any, longest: Any, every: float = 1.0) -> None:
+        self._unfinished, self._longest, self._every = unfinished, longest, every
+        self._lock = threading.Lock()
+        self._started: dict[int, float] = {}  # run token -> start (monotonic)
+        self._tokens = iter(range(1, 2**62))
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.clock: Callable[[], float] = time.monotonic
+
+    def begin(self) -> int:
+        with self._lock:
+            token = next(self._tokens)
+            self._started[token] = self.clock()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._refresh_while_running, name="metrics-in-flight", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+        self.refresh()
+        return token
+
+    def end(self, token: int) -> None:
+        with self._lock:
+            self._started.pop(token, None)
+        self.refresh()
+
+    def refresh(self) -> None:
+        with self._lock:  # set under the lock too: a stale refresh never lands after a newer one
+            now = self.clock()
+            ages = [max(now - started, 0.0) for started in self._started.values()]
+            _quietly(self._unfinished.set, sum(ages))
+            _quietly(self._longest.set, max(ages, default=0.0))
+
+    def _refresh_while_running(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(self._every)
+            self.refresh()
+            with self._lock:
+                if not self._started:
+                    self._wake.clear()
 
 
 class WorkqueueObserver:
@@ -295,16 +396,20 @@ class OperatorCollector(Collector):
         leader: Callable[[], bool],
         queues: Callable[[], Mapping[str, Any]],
         lifecycles: Callable[[], Mapping[str, int] | None],
+        readiness: Callable[[], Mapping[str, int] | None] = lambda: None,
+        credential_expiry: Callable[[], Mapping[str, int] | None] = lambda: None,
         worker_slots: Callable[[], int] | None = None,
     ) -> None:
         self.leader, self.queues, self.lifecycles = leader, queues, lifecycles
+        self.readiness = readiness  # blocker ("" when Ready) -> HikyoSecrets
+        self.credential_expiry = credential_expiry  # CredentialExpiry reason -> HikyoSecrets
         self.worker_slots = worker_slots  # scaled mode only (workers/broker_window.py)
 
     def describe(self) -> Iterable[Metric]:
         return [*self._families(), *self._scaled_families()]
 
     def collect(self) -> Iterable[Metric]:
-        leader_family, depth, workqueue_depth, secrets = self._families()
+        leader_family, depth, workqueue_depth, secrets, ready, expiring = self._families()
         leading = _safely(self.leader, False)
         leader_family.add_metric([], 1.0 if leading else 0.0)
         yield leader_family
@@ -322,11 +427,30 @@ class OperatorCollector(Collector):
         yield workqueue_depth
         counts: dict[str, int] = {}
         for lifecycle, count in (_safely(self.lifecycles, None) or {}).items():
-            label = lifecycle if lifecycle in LIFECYCLES else (OTHER if lifecycle else UNSET)
+            # No status.lifecycle yet reads Unreconciled, as the router and the dashboard say.
+            label = lifecycle if lifecycle in LIFECYCLES else (OTHER if lifecycle else UNRECONCILED)
             counts[label] = counts.get(label, 0) + int(count)
         for label, count in sorted(counts.items()):
             secrets.add_metric([label], float(count))
         yield secrets
+        readiness = _safely(self.readiness, None)
+        if readiness is not None:
+            by_state: dict[tuple[str, str], int] = {("true", NO_BLOCKER): 0}
+            for blocker, count in readiness.items():
+                state = ("true", NO_BLOCKER) if not blocker else ("false", blocker_label(blocker))
+                by_state[state] = by_state.get(state, 0) + int(count)
+            for state, count in sorted(by_state.items()):
+                ready.add_metric(list(state), float(count))
+            yield ready
+        expiries = _safely(self.credential_expiry, None)
+        if expiries is not None:
+            by_reason = dict.fromkeys(EXPIRY_REASONS, 0)
+            for reason, count in expiries.items():
+                label = reason if reason in EXPIRY_REASONS else OTHER
+                by_reason[label] = by_reason.get(label, 0) + int(count)
+            for reason, count in sorted(by_reason.items()):
+                expiring.add_metric([reason], float(count))
+            yield expiring
         if self.worker_slots is not None:
             (slots_family,) = self._scaled_families()
             slots = _safely(self.worker_slots, None)
@@ -365,6 +489,18 @@ class OperatorCollector(Collector):
                 "hikyo_operator_secrets",
                 "HikyoSecrets in reach by status.lifecycle, as the leader's watch sees them.",
                 labels=["lifecycle"],
+            ),
+            GaugeMetricFamily(
+                "hikyo_operator_secrets_ready",
+                "HikyoSecrets in reach by their stored Ready condition (S5.2) and, when not "
+                "Ready, the first blocker as Type/Reason; on the leader only.",
+                labels=["ready", "blocker"],
+            ),
+            GaugeMetricFamily(
+                "hikyo_operator_credential_expiry",
+                "HikyoSecrets whose credential expires within 7 days (ExpiresSoon) or has "
+                "(Expired), by their CredentialExpiry condition (S4.13); on the leader only.",
+                labels=["reason"],
             ),
         )
 
@@ -412,17 +548,30 @@ def record_failed_run(reason: str, seconds: float) -> None:
 
 @contextlib.contextmanager
 def running() -> Iterator[None]:
-    """Counts this run in ``controller_runtime_active_workers``; never fails the run."""
+    """Counts this run in ``controller_runtime_active_workers`` and the workqueue's in-flight
+    gauges; never fails the run."""
     try:
         gauge = current().active_workers.labels(CONTROLLER)
         gauge.inc()
     except Exception:
         gauge = None
     try:
+        in_flight: InFlight | None = current().in_flight
+        token = in_flight.begin()
+    except Exception:
+        in_flight, token = None, 0
+    try:
         yield
     finally:
         if gauge is not None:
             _quietly(gauge.dec)
+        if in_flight is not None:
+            _quietly(in_flight.end, token)
+
+
+def set_max_concurrent_reconciles(count: int) -> None:
+    """The size of this process's pool of reconcile runs (embedded threads, worker slots)."""
+    _quietly(lambda: current().max_concurrent.labels(CONTROLLER).set(count))
 
 
 def workqueue(name: str) -> WorkqueueObserver:

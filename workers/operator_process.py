@@ -138,6 +138,8 @@ class OperatorProcess:
             else None
         )
         self._pool_size = embedded_workers
+        if self._pool is not None:
+            metrics.set_max_concurrent_reconciles(embedded_workers)
         self._worker_slots = WorkerSlots(runtime.queue)  # scaled mode's broker window
         if send_task is None:
             runtime.leader_ok = self.is_leader
@@ -204,7 +206,9 @@ class OperatorProcess:
         return metrics.OperatorCollector(
             leader=self.is_leader,
             queues=self._metric_queues,
-            lifecycles=self._lifecycles,
+            lifecycles=self._router_counts("lifecycle_counts"),
+            readiness=self._router_counts("readiness_counts"),
+            credential_expiry=self._router_counts("credential_expiry_counts"),
             worker_slots=self._worker_slots.slots if self._pool is None else None,
         )
 
@@ -214,10 +218,15 @@ class OperatorProcess:
             queues[metrics.REPORT_QUEUE] = self.runtime.reports
         return queues
 
-    def _lifecycles(self) -> dict[str, int] | None:
-        """The leader's view of the CRs by lifecycle, from the router (its watch)."""
-        counts = getattr(self.router, "lifecycle_counts", None)
-        return counts() if callable(counts) else None
+    def _router_counts(self, name: str) -> Callable[[], dict[str, int] | None]:
+        """One of the router's counts of the CRs (its watch: the leader's view), read at scrape
+        time; None while this process has no router."""
+
+        def read() -> dict[str, int] | None:
+            counts = getattr(self.router, name, None)
+            return counts() if callable(counts) else None
+
+        return read
 
     # -- leadership ----------------------------------------------------------------------
 

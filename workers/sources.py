@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .engine.conditions import LIFECYCLES, UNRECONCILED
+from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, READY, UNRECONCILED, first_blocker
 from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
 from .engine.force_sync import requested_value
 from .engine.ports import opted_in_targets
@@ -51,6 +51,8 @@ class _Seen:
     resync: float
     forced: str | None  # a hikyo.dev/force-sync value not handled yet (force_sync.py)
     lifecycle: str  # status.lifecycle, "Unreconciled" when absent
+    blocker: str  # "" while status says Ready=True, else the S5.2 first blocker (readiness_of)
+    expiry: str  # the CredentialExpiry=True reason (ExpiresSoon, Expired), else ""
 
 
 def _seen(obj: dict[str, Any], previous: _Seen | None = None) -> _Seen:
@@ -76,7 +78,33 @@ def _seen(obj: dict[str, Any], previous: _Seen | None = None) -> _Seen:
         resync=_resync_of(obj),
         forced=requested_value(obj),
         lifecycle=_interned(str((obj.get("status") or {}).get("lifecycle") or UNRECONCILED)),
+        blocker=_interned(readiness_of(obj)),
+        expiry=_interned(_credential_expiry(obj)),
     )
+
+
+def _credential_expiry(obj: dict[str, Any]) -> str:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(condition, dict) and condition.get("type") == CREDENTIAL_EXPIRY:
+            return str(condition.get("reason") or "") if condition.get("status") == "True" else ""
+    return ""
+
+
+def readiness_of(obj: dict[str, Any]) -> str:
+    """The empty string when the stored Ready condition is True; else what blocks it by S5.2,
+    over the stored conditions, as ``Type/Reason`` (``Synced/absent``: never reconciled;
+    ``Lifecycle/<name>``: delivered but not Synced). Names only, never a message: a bounded
+    metric label."""
+    status = obj.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or () if isinstance(c, dict)}
+    ready = conditions.get(READY) or {}
+    if ready.get("status") == "True":
+        return ""
+    lifecycle = status.get("lifecycle")
+    blocker = first_blocker(conditions, lifecycle) or "Ready/Blocked"
+    if blocker.startswith("lifecycle "):
+        return f"Lifecycle/{lifecycle or UNRECONCILED}"
+    return blocker
 
 
 def _interned(value: Any) -> Any:
@@ -122,6 +150,8 @@ class EventRouter:
         self._lock = threading.Lock()
         self._crs: dict[str, _Seen] = {}
         self._lifecycles: Counter[str] = Counter()  # of self._crs, kept in step with it
+        self._blockers: Counter[str] = Counter()  # the same, by readiness_of
+        self._expiries: Counter[str] = Counter()  # the same, by CredentialExpiry reason
         self._ignored: set[str] = set()
 
     def keys(self) -> list[ObjectKey]:
@@ -135,6 +165,16 @@ class EventRouter:
             counts = dict.fromkeys(LIFECYCLES, 0)
             counts.update((name, n) for name, n in self._lifecycles.items() if n > 0)
             return counts
+
+    def readiness_counts(self) -> dict[str, int]:
+        """The CRs this router knows by readiness: "" for Ready, else their first blocker."""
+        with self._lock:
+            return {blocker: n for blocker, n in self._blockers.items() if n > 0}
+
+    def credential_expiry_counts(self) -> dict[str, int]:
+        """The CRs this router knows whose credential expires soon or has (S4.13), by reason."""
+        with self._lock:
+            return {reason: n for reason, n in self._expiries.items() if reason and n > 0}
 
     # -- HikyoSecrets --------------------------------------------------------------------
 
@@ -163,11 +203,15 @@ class EventRouter:
             previous = self._crs.get(current.key.uid)
             if previous is not None:
                 self._lifecycles[previous.lifecycle] -= 1
+                self._blockers[previous.blocker] -= 1
+                self._expiries[previous.expiry] -= 1
             if kind == "DELETED":
                 self._crs.pop(current.key.uid, None)
             else:
                 self._crs[current.key.uid] = current
                 self._lifecycles[current.lifecycle] += 1
+                self._blockers[current.blocker] += 1
+                self._expiries[current.expiry] += 1
         if kind == "DELETED":
             self.queue.forget(current.key)
             if self.reports is not None:

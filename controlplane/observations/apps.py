@@ -6,3 +6,8 @@ class ObservationsConfig(AppConfig):
     label = "observations"
     verbose_name = "Hikyo operator observations"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from controlplane.observations import login_throttle
+
+        login_throttle.connect()

@@ -125,9 +125,43 @@ MATRIX = {
         "designatedServiceAccounts": {"{a}": ["builder"]},
     },
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
+    # Issue 35 item 6: the PrometheusRule and the Grafana board's ConfigMap.
+    "alerts-and-board": {
+        "prometheusRule": {"enabled": True},
+        "grafanaDashboard": {"enabled": True},
+    },
     "scaled": {
         "scaled": {"enabled": True, "workers": 3, "database": {"existingSecret": "pg"}},
         "replicaCount": 2,
+    },
+    # Issue 35 item 7: the PodDisruptionBudgets and NetworkPolicies, with every fitting value.
+    "fitted": {
+        "podDisruptionBudget": {"enabled": True},
+        "networkPolicy": {
+            "enabled": True,
+            "ingressFrom": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            "apiServer": {"cidrs": ["10.96.0.1/32"]},
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+            }
+        ],
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraVolumes": [{"name": "ca", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/extra"}],
+        "serviceAccount": {"annotations": {"example.com/role": "hikyo"}},
+        "commonLabels": {"cost-center": "platform"},
+        "fullnameOverride": "fitted-operator",
+        "revisionHistoryLimit": 2,
+    },
+    "fitted-scaled": {
+        "scaled": {"enabled": True, "database": {"existingSecret": "pg"}},
+        "replicaCount": 2,
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        "networkPolicy": {"enabled": True},
     },
     "scaled-existing-redis": {
         "scaled": {
@@ -156,7 +190,9 @@ def test_every_values_combination_passes_a_server_side_dry_run(
     """helm template, then kubectl apply --dry-run=server: the apiserver validates every object
     (schemas, RBAC escalation checks for the roles the chart grants)."""
     if case == "service-monitor":
-        _install_service_monitor_crd(kubeconfig, binaries)
+        _install_monitoring_crd(kubeconfig, binaries, "ServiceMonitor")
+    if case == "alerts-and-board":
+        _install_monitoring_crd(kubeconfig, binaries, "PrometheusRule")
     names = {"a": namespaces("a"), "b": namespaces("b")}
     release_namespace = namespaces("rel")
     rendered = template(
@@ -185,30 +221,39 @@ def test_every_values_combination_passes_a_server_side_dry_run(
     assert applied.returncode == 0, applied.stderr
     kinds = {line.split("/", 1)[0] for line in applied.stdout.splitlines()}
     assert {"clusterrole.rbac.authorization.k8s.io", "deployment.apps"} <= kinds, applied.stdout
+    if case == "alerts-and-board":
+        assert {"prometheusrule.monitoring.coreos.com", "configmap"} <= kinds, applied.stdout
+    if case.startswith("fitted"):
+        assert {
+            "poddisruptionbudget.policy",
+            "networkpolicy.networking.k8s.io",
+        } <= kinds, applied.stdout
 
 
-SERVICE_MONITOR_CRD = """
+MONITORING_CRD = """
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
+metadata: {{name: {plural}.monitoring.coreos.com}}
 spec:
   group: monitoring.coreos.com
   scope: Namespaced
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}}}
   versions:
     - name: v1
       served: true
       storage: true
       schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
 """
 
 
-def _install_service_monitor_crd(kubeconfig: Path, binaries) -> None:
-    """A stand-in for prometheus-operator's CRD, so the ServiceMonitor has a kind to dry-run as."""
+def _install_monitoring_crd(kubeconfig: Path, binaries, kind: str) -> None:
+    """A stand-in for one of prometheus-operator's CRDs (ServiceMonitor, PrometheusRule), so
+    the chart's object has a kind to dry-run as."""
+    plural = kind.lower() + "s"
     subprocess.run(
         [str(binaries.kubectl), "--kubeconfig", str(kubeconfig), "apply", "-f", "-"],
-        input=SERVICE_MONITOR_CRD,
+        input=MONITORING_CRD.format(kind=kind, plural=plural, singular=kind.lower()),
         capture_output=True,
         text=True,
         timeout=60,
@@ -222,7 +267,7 @@ def _install_service_monitor_crd(kubeconfig: Path, binaries) -> None:
             "wait",
             "--for",
             "condition=Established",
-            "crd/servicemonitors.monitoring.coreos.com",
+            f"crd/{plural}.monitoring.coreos.com",
             "--timeout=60s",
         ],
         capture_output=True,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import logging
 from dataclasses import replace
 
 import pytest
+from django.conf import settings
 from kubernetes import client
 
 from devserver import Fault
@@ -19,9 +21,14 @@ from tests.support.world import canary
 from workers.engine.outcome import Requeue
 from workers.engine.pacing import RESUME_WINDOW
 from workers.engine.reconcile import Engine
+from workers.engine.settings import OperatorSettings
+from workers.keys import ObjectKey
 from workers.queue.memory import MemoryQueue
+from workers.runner import run_reconcile
+from workers.runtime import Runtime
 
 from .conftest import make_engine
+from .limited_identity import without_secret_rights
 
 # --- designation (S2.1, S2.2, S2.4) --------------------------------------------------------------
 
@@ -613,53 +620,9 @@ def test_orphan_policy_leaves_the_secret_on_deletion(world):
 def test_missing_rbac_in_a_namespace_is_named(world, api_client, operator_namespace):
     """S4.15: a 403 the access review confirms gives Unreconciled/NamespaceNotBound."""
     _prepared(world)
-    rbac = client.RbacAuthorizationV1Api(api_client)
     name = f"limited-{world.namespace}"
-    world.core.create_namespaced_service_account(
-        operator_namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
-    )
-    rbac.create_cluster_role(
-        client.V1ClusterRole(
-            metadata=client.V1ObjectMeta(name=name),
-            rules=[
-                client.V1PolicyRule(
-                    api_groups=["hikyo.dev"],
-                    resources=["hikyosecrets", "hikyosecrets/status", "hikyoinstances"],
-                    verbs=["get", "list", "patch"],
-                ),
-                client.V1PolicyRule(
-                    api_groups=[""], resources=["events"], verbs=["create", "patch"]
-                ),
-            ],
-        )
-    )
-    rbac.create_cluster_role_binding(
-        client.V1ClusterRoleBinding(
-            metadata=client.V1ObjectMeta(name=name),
-            role_ref=client.V1RoleRef(
-                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=name
-            ),
-            subjects=[
-                client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=operator_namespace)
-            ],
-        )
-    )
-    token = world.core.create_namespaced_service_account_token(
-        name,
-        operator_namespace,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
-    ).status.token
-    configuration = client.Configuration()
-    configuration.host = api_client.configuration.host
-    configuration.ssl_ca_cert = api_client.configuration.ssl_ca_cert
-    configuration.api_key = {"authorization": f"Bearer {token}"}
-    limited = client.ApiClient(configuration)
-    try:
+    with without_secret_rights(api_client, operator_namespace, name) as limited:
         result = world.reconcile(engine=make_engine(limited))
-    finally:
-        limited.close()
-        rbac.delete_cluster_role_binding(name)
-        rbac.delete_cluster_role(name)
     assert result.outcome.reason == "NamespaceNotBound"
     assert world.conditions()["Unreconciled"] == ("True", "NamespaceNotBound")
     assert "secrets" in world.message("Unreconciled")
@@ -667,6 +630,29 @@ def test_missing_rbac_in_a_namespace_is_named(world, api_client, operator_namesp
 
     assert world.reconcile().outcome.reason == "Delivered"  # bound again: the condition goes
     assert "Unreconciled" not in world.conditions()
+
+
+def test_a_namespace_not_bound_is_one_log_line(world, api_client, operator_namespace, caplog):
+    """Issue 35 item 4: the expected 403 of a run (S4.15) is the run's one structured line,
+    formatted as settings.LOGGING's console prints it: no traceback, no second line."""
+    _prepared(world)
+    key = ObjectKey(world.namespace, "app", world.cr()["metadata"]["uid"])
+    with without_secret_rights(api_client, operator_namespace, f"quiet-{world.namespace}") as lim:
+        runtime = Runtime(
+            settings=OperatorSettings(operator_namespace=operator_namespace),
+            cluster=KubeCluster(lim),
+            queue=MemoryQueue(),
+        )
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            result = run_reconcile(runtime, key)
+        records = [r for r in caplog.records if not r.name.startswith(("urllib3", "kubernetes"))]
+    assert result is not None and result.outcome.reason == "NamespaceNotBound"
+    formatter = logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"])
+    printed = "\n".join(formatter.format(record) for record in records).splitlines()
+    assert len(printed) == 1, printed
+    assert "outcome=NamespaceNotBound" in printed[0] and f"uid={key.uid}" in printed[0]
+    assert records[0].exc_info is None
 
 
 # --- foreign owner (S4.1.7) ---------------------------------------------------------------------

@@ -3,25 +3,39 @@ Names, labels and the pieces the operator's objects share. The refusals of S9.4 
 _validate.tpl; the RBAC rules of S8.2 in _rbac.tpl.
 */}}
 
+{{/* operator.nameOverride, else "hikyo-operator": the app.kubernetes.io/name label. */}}
+{{- define "hikyo-operator.name" -}}
+{{- .Values.operator.nameOverride | default "hikyo-operator" | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* operator.fullnameOverride, else the release name joined with the name (once). Suffixed
+names (-worker, -redis, -dashboard, -worker-metrics) stay under 63 characters. */}}
 {{- define "hikyo-operator.fullname" -}}
-{{- if contains "hikyo-operator" .Release.Name -}}
+{{- $name := include "hikyo-operator.name" . -}}
+{{- if .Values.operator.fullnameOverride -}}
+{{- .Values.operator.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-hikyo-operator" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "hikyo-operator.selectorLabels" -}}
-app.kubernetes.io/name: hikyo-operator
+app.kubernetes.io/name: {{ include "hikyo-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* Every object carries these; the operator's own (not Redis) add the component label. */}}
+{{/* Every object carries these (and operator.commonLabels); the operator's own (not Redis)
+add the component label. Selectors use selectorLabels only. */}}
 {{- define "hikyo-operator.labels" -}}
 {{ include "hikyo-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.operator.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "hikyo-operator.componentLabels" -}}
@@ -81,20 +95,37 @@ capabilities:
   drop: [ALL]
 {{- end -}}
 
+{{/* Scheduling of every pod the chart renders; called with (dict "root" $ "component" name).
+A topology spread constraint without a labelSelector gets the pod's own selector labels. */}}
 {{- define "hikyo-operator.podPlacement" -}}
-{{- with .Values.operator.nodeSelector }}
+{{- $op := .root.Values.operator -}}
+{{- with $op.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $op.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.operator.tolerations }}
+{{- with $op.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.operator.affinity }}
+{{- with $op.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.operator.imagePullSecrets }}
+{{- if $op.topologySpreadConstraints }}
+{{- $own := include "hikyo-operator.podSelector" . | fromYaml }}
+topologySpreadConstraints:
+{{- range $op.topologySpreadConstraints }}
+  {{- if hasKey . "labelSelector" }}
+  - {{- toYaml . | nindent 4 }}
+  {{- else }}
+  - {{- toYaml (set (deepCopy .) "labelSelector" (dict "matchLabels" $own)) | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- with $op.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -171,6 +202,9 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
       name: {{ $op.scaled.database.existingSecret }}
       key: {{ $op.scaled.database.key }}
 {{- end }}
+{{- with $op.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* The writable paths under the read-only root (S8.3): /tmp and the SQLite directory. */}}
@@ -179,6 +213,9 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
   mountPath: /tmp
 - name: data
   mountPath: /var/lib/hikyo-operator
+{{- with .Values.operator.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "hikyo-operator.volumes" -}}
@@ -188,9 +225,35 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
 - name: data
   emptyDir:
     sizeLimit: 256Mi
+{{- with .Values.operator.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The operator's pods (run_operator, component hikyo-operator) or the workers'. */}}
+{{- define "hikyo-operator.podSelector" -}}
+{{ include "hikyo-operator.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* S4.14.5: the one-line command of NOTES.txt; a JSON-patch test keeps every other finalizer. */}}
 {{- define "hikyo-operator.removeOrphanFinalizers" -}}
 {{- `kubectl get hikyosecrets -A -o go-template='{{range .items}}{{$ns := .metadata.namespace}}{{$n := .metadata.name}}{{range $i, $f := .metadata.finalizers}}{{if eq $f "hikyo.dev/orphan"}}{{$ns}} {{$n}} {{$i}}{{"\n"}}{{end}}{{end}}{{end}}' | while read -r ns name i; do kubectl patch hikyosecret -n "$ns" "$name" --type json -p "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/$i\",\"value\":\"hikyo.dev/orphan\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/$i\"}]"; done` -}}
+{{- end -}}
+
+{{/* One egress rule of operator.networkPolicy: TCP to .to.ports (or .to.port) at .to.cidrs
+(none: any address). */}}
+{{- define "hikyo-operator.egressRule" -}}
+- ports:
+    {{- range (.to.ports | default (list .to.port)) }}
+    - port: {{ int64 . }}
+      protocol: TCP
+    {{- end }}
+  {{- with .to.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  {{- end }}
 {{- end -}}
