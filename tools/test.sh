@@ -4,10 +4,10 @@
 # the local control plane, Helm and promtool (from the Go module proxy, cached in
 # ~/.cache/hikyo-dev), then runs pytest with the 25 slowest tests printed.
 #
-#   bash tools/test.sh                      # every test
-#   bash tools/test.sh --fast               # the lanes that need no service: unit, queue
-#                                           # contract on Redis excluded (seconds)
-#   bash tools/test.sh tests/integration -k fault   # anything else goes to pytest as is
+#   bash tools/test.sh                      # every test, in parallel lanes (tools/lanes.py)
+#   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 3)
+#   bash tools/test.sh --fast               # only the tests that need no cluster (a minute)
+#   bash tools/test.sh tests/integration -k fault   # anything else goes to one pytest as is
 #
 # Set HIKYO_SKIP_SETUP=1 to skip the installs (a machine already set up); KUBEBUILDER_ASSETS,
 # HELM and PROMTOOL, when set, are used as they are.
@@ -44,8 +44,9 @@ HELM=${HELM:-$(bash tools/build-helm.sh | tail -n 1)}
 PROMTOOL=${PROMTOOL:-$(bash tools/build-promtool.sh | tail -n 1)}
 export KUBEBUILDER_ASSETS HELM PROMTOOL
 
-args=("$@")
-if [ "${1:-}" = "--fast" ]; then
-  args=(tests/unit tests/chart tests/tooling tests/bench "${@:2}")
-fi
-exec python3 -m pytest --durations=25 "${args[@]}"
+case "${1:-}" in
+  "" | --lanes) exec python3 tools/lanes.py "$@" ;;
+  --fast) exec python3 -m pytest --durations=25 tests/unit tests/queue tests/chart tests/tooling \
+    tests/bench tests/devserver "${@:2}" ;;
+  *) exec python3 -m pytest --durations=25 "$@" ;;
+esac
