@@ -72,7 +72,7 @@ def _from_file(path: str, named: str) -> client.ApiClient:
     except config.ConfigException as error:
         reason = str(error).splitlines()[0] if str(error) else "ConfigException"
         raise KubeconfigUnusable(f"{named} is not a usable kubeconfig: {reason}") from None
-    except Exception as error:  # noqa: BLE001 - malformed YAML or shape: its type says enough
+    except Exception as error:  # malformed YAML or shape: its type says enough
         raise KubeconfigUnusable(
             f"{named} is not a usable kubeconfig ({type(error).__name__})"
         ) from None
