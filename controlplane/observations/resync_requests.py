@@ -23,6 +23,7 @@ from k8s.errors import KubeError, NotFound, describe
 from workers.engine.conditions import UNRECONCILED
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.settings import OperatorSettings, shown
+from workers.keys import ObjectKey
 
 DEFAULT_WAIT_SECONDS = 120.0
 POLL_FIRST_SECONDS = 0.5  # the first re-read; then x1.5 per round up to POLL_MAX_SECONDS
@@ -55,16 +56,6 @@ class ResyncCluster(Protocol):
 
 
 T = TypeVar("T", bound=Target)
-
-
-@dataclass(frozen=True)
-class Asked:
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -104,16 +95,16 @@ def outcome_line(asked: Target, cr: dict[str, Any]) -> str:
     )
 
 
-def resolve(cluster: ResyncCluster, wanted: Sequence[tuple[str, str]]) -> list[Asked]:
+def resolve(cluster: ResyncCluster, wanted: Sequence[tuple[str, str]]) -> list[ObjectKey]:
     """Named CRs must all exist: nothing is asked when one does not."""
-    found: list[Asked] = []
+    found: list[ObjectKey] = []
     missing: list[str] = []
     for namespace, name in wanted:
         cr = cluster.get_hikyosecret(namespace, name)
         if cr is None:
             missing.append(f"{namespace}/{name}")
         else:
-            found.append(Asked(namespace, name, cr["metadata"]["uid"]))
+            found.append(ObjectKey(namespace, name, cr["metadata"]["uid"]))
     if missing:
         raise ResyncRefused(f"HikyoSecret not found: {', '.join(missing)}")
     return found
@@ -121,7 +112,7 @@ def resolve(cluster: ResyncCluster, wanted: Sequence[tuple[str, str]]) -> list[A
 
 def select(
     cluster: ResyncCluster, namespace: str | None, selector: str, instance: str
-) -> list[Asked]:
+) -> list[ObjectKey]:
     """The CRs in ``namespace`` (None: every one) matching a label selector and an instance."""
     try:
         items = cluster.select_hikyosecrets(namespace, selector)
@@ -134,7 +125,9 @@ def select(
         raise
     asked = sorted(
         (
-            Asked(item["metadata"]["namespace"], item["metadata"]["name"], item["metadata"]["uid"])
+            ObjectKey(
+                item["metadata"]["namespace"], item["metadata"]["name"], item["metadata"]["uid"]
+            )
             for item in items
             if not instance
             or ((item.get("spec") or {}).get("instanceRef") or {}).get("name") == instance

@@ -20,7 +20,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from controlplane.observations.cluster_errors import cluster_errors_as_one_line
 from controlplane.observations.resync_requests import (
     DEFAULT_WAIT_SECONDS,
-    Asked,
     ResyncCluster,
     ResyncRefused,
     in_reach,
@@ -33,6 +32,7 @@ from controlplane.observations.resync_requests import (
 from k8s.gateway import configured_cluster
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.settings import shown
+from workers.keys import ObjectKey
 
 __all__ = ["DEFAULT_WAIT_SECONDS", "Command", "new_request_value"]
 
@@ -125,7 +125,9 @@ class Command(BaseCommand):
         if wait_seconds is not None:
             self._wait(cluster, done.asked, done.value, wait_seconds)
 
-    def _wait(self, cluster: ResyncCluster, asked: list[Asked], value: str, seconds: float) -> None:
+    def _wait(
+        self, cluster: ResyncCluster, asked: list[ObjectKey], value: str, seconds: float
+    ) -> None:
         def show(line: str) -> None:
             self.stdout.write(line)
             self.stdout.flush()
