@@ -145,3 +145,13 @@ def test_an_unusable_kubeconfig_is_one_line_naming_it(tmp_path, command, content
     result = _run([sys.executable, "manage.py", *command], env)
     _assert_one_line_refusal(result, f"KUBECONFIG='{path}'")
     assert reason in result.stderr, result.stderr
+
+
+def test_no_kubeconfig_anywhere_is_one_line_naming_kubeconfig(tmp_path):
+    """Unset KUBECONFIG, not in a pod, no ~/.kube/config: one line that says all three."""
+    env = {**_clean_environ(tmp_path), "HOME": str(tmp_path), "HIKYO_OPERATOR_NAMESPACE": "ops"}
+    for variable in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        env.pop(variable, None)
+    result = _run([sys.executable, "manage.py", "run_operator"], env)
+    _assert_one_line_refusal(result, "KUBECONFIG is not set, this is not a pod")
+    assert f"'{tmp_path}/.kube/config' cannot be read" in result.stderr
