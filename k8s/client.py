@@ -70,7 +70,8 @@ def _from_file(path: str, named: str) -> client.ApiClient:
     try:
         return config.new_client_from_config(config_file=path)
     except config.ConfigException as error:
-        reason = str(error).splitlines()[0] if str(error) else "ConfigException"
+        # its first line, cut: an exec plugin's failure carries the plugin's stderr after it
+        reason = (str(error).splitlines() or ["ConfigException"])[0][: _ECHO_LIMIT * 2]
         raise KubeconfigUnusable(f"{named} is not a usable kubeconfig: {reason}") from None
     except Exception as error:  # malformed YAML or shape: its type says enough
         raise KubeconfigUnusable(

@@ -116,14 +116,17 @@ class Command(BaseCommand):
             if not kept:
                 raise CommandError("nothing to resync: every HikyoSecret asked was skipped")
             done = request_resync(cluster, kept)
-        for item, why in done.failed:
-            self.stderr.write(f"{item}: not annotated: {why}")
-        for item in done.asked:
-            self.stdout.write(f"{item}: resync requested ({FORCE_SYNC_ANNOTATION}={done.value})")
-        if done.failed:
-            raise CommandError(f"{len(done.failed)} of {len(kept)} HikyoSecrets were not annotated")
-        if wait_seconds is not None:
-            self._wait(cluster, done.asked, done.value, wait_seconds)
+            for item, why in done.failed:
+                self.stderr.write(f"{item}: not annotated: {why}")
+            asked_line = f"resync requested ({FORCE_SYNC_ANNOTATION}={done.value})"
+            for item in done.asked:
+                self.stdout.write(f"{item}: {asked_line}")
+            if done.failed:
+                raise CommandError(
+                    f"{len(done.failed)} of {len(kept)} HikyoSecrets were not annotated"
+                )
+            if wait_seconds is not None:  # its reads' retries stay quiet too
+                self._wait(cluster, done.asked, done.value, wait_seconds)
 
     def _wait(
         self, cluster: ResyncCluster, asked: list[ObjectKey], value: str, seconds: float
