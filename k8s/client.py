@@ -9,6 +9,7 @@ timeout plus a client read timeout, ``k8s/watch.py``). Writes carry the field ma
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from typing import Any
 
@@ -29,15 +30,53 @@ def api_client(
     return bounded(_unbounded(kubeconfig), connect_timeout, read_timeout)
 
 
+class KubeconfigUnusable(ValueError):
+    """No usable Kubernetes configuration (S8.1: the process exits non-zero). The message is one
+    line naming KUBECONFIG; it never carries the file's text, which may hold a token."""
+
+
+_ECHO_LIMIT = 80
+
+
+def _shown(path: str) -> str:
+    return repr(path if len(path) <= _ECHO_LIMIT else path[:_ECHO_LIMIT] + "...")
+
+
 def _unbounded(kubeconfig: str | None) -> client.ApiClient:
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
+        return _from_file(kubeconfig, f"KUBECONFIG={_shown(kubeconfig)}")
     try:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
         return client.ApiClient(configuration)
     except config.ConfigException:
-        return config.new_client_from_config()
+        default = os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)
+        return _from_file(
+            default, f"KUBECONFIG is not set, this is not a pod, and {_shown(default)}"
+        )
+
+
+def _from_file(path: str, named: str) -> client.ApiClient:
+    """The client from the kubeconfig at ``path``; any failure is one KubeconfigUnusable line.
+    The library's own errors are a ConfigException, a YAML parser's error that quotes the file,
+    or a TypeError on a file of the wrong shape: only the first states a reason safe to show."""
+    try:
+        with open(path, "rb"):  # a clear reason for a missing file, which the library lacks
+            pass
+    except OSError as error:
+        raise KubeconfigUnusable(
+            f"{named} cannot be read: {error.strerror or type(error).__name__}"
+        ) from None
+    try:
+        return config.new_client_from_config(config_file=path)
+    except config.ConfigException as error:
+        # its first line, cut: an exec plugin's failure carries the plugin's stderr after it
+        reason = (str(error).splitlines() or ["ConfigException"])[0][: _ECHO_LIMIT * 2]
+        raise KubeconfigUnusable(f"{named} is not a usable kubeconfig: {reason}") from None
+    except Exception as error:  # malformed YAML or shape: its type says enough
+        raise KubeconfigUnusable(
+            f"{named} is not a usable kubeconfig ({type(error).__name__})"
+        ) from None
 
 
 def bounded(api: client.ApiClient, connect_timeout: float, read_timeout: float) -> client.ApiClient:

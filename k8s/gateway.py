@@ -644,16 +644,9 @@ class ClusterUnavailable(Exception):
 def configured_cluster(kubeconfig: str | None) -> KubeCluster:
     """The client the operator uses (``kubeconfig``, else in-cluster, else ~/.kube/config),
     with its timeouts; a missing or unreadable configuration raises ClusterUnavailable."""
-    from kubernetes.config import ConfigException
-
-    from .client import api_client
+    from .client import KubeconfigUnusable, api_client
 
     try:
         return KubeCluster(api_client(kubeconfig))
-    except ConfigException as error:
-        raise ClusterUnavailable(f"no cluster configured: {str(error).splitlines()[0]}") from None
-    except Exception as error:  # a malformed kubeconfig: its type says enough, not its text
-        raise ClusterUnavailable(
-            "no cluster configured: cannot load the Kubernetes configuration "
-            f"({type(error).__name__})"
-        ) from None
+    except KubeconfigUnusable as error:
+        raise ClusterUnavailable(f"no cluster configured: {error}") from None

@@ -14,6 +14,7 @@ from celery.signals import (
     worker_shutdown,
     worker_shutting_down,
 )
+from celery.worker.consumer import Consumer
 
 from controlplane.boot import load_settings_or_exit
 
@@ -21,8 +22,25 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 # S8.1: a bad value is one line, not celery's import failure with its whole stack.
 load_settings_or_exit()
 
+
+class ConsumerWithoutGossip(Consumer):
+    """Celery's consumer without its gossip and mingle steps (issue 33 item 5). Nothing here
+    uses them: the leader learns a worker's slots from the keyed store
+    (workers/broker_window.py), not from gossip, and no task is ever revoked, which mingle
+    would sync at start. Gossip's restart after a Redis loss logged an ERROR with an
+    AttributeError although the worker recovered; without it a reconnect is celery's own
+    "Connected to" line. Set here, not only as worker flags, so every way of starting a worker
+    (the chart, a shell) gets it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # The same switches as the worker's --without-gossip/--without-mingle flags: the steps
+        # stay in the blueprint (others require Mingle) but do nothing.
+        super().__init__(*args, **{**kwargs, "without_gossip": True, "without_mingle": True})
+
+
 app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.worker_consumer = f"{__name__}:ConsumerWithoutGossip"
 app.autodiscover_tasks(["workers"], related_name="tasks")
 
 

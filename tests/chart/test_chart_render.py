@@ -201,6 +201,13 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("fetchQPS negative", _with(fetchQPS=-1), "operator.fetchQPS must be a positive number"),
     ("fetchQPS a word", _with(fetchQPS="fast"), "operator.fetchQPS must be a positive number"),
+    ("fetchQPS too high", _with(fetchQPS=10001), "operator.fetchQPS must be from 0.01 to 10000"),
+    ("fetchQPS too low", _with(fetchQPS=0.001), "operator.fetchQPS must be from 0.01 to 10000"),
+    (
+        "fetchBurst too high",
+        _with(fetchBurst=100001),
+        "operator.fetchBurst must be from 1 to 100000",
+    ),
     (
         "fetchBurst not whole",
         _with(fetchBurst=2.5),

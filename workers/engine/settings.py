@@ -70,20 +70,29 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     )
 
 
-def parse_positive(name: str, raw: str | None, default: float, kind: type) -> float:
-    """S8.1: a positive number (QPS) or a positive integer (burst); anything else is an error.
+# S4.1.6 pacing bounds a human would set: QPS per instance, all processes together, from one
+# fetch per 100 s to 10,000 a second; a burst of 1 to 100,000 fetches. A value outside is a typo.
+FETCH_QPS_RANGE = (0.01, 10_000.0)
+FETCH_BURST_RANGE = (1, 100_000)
+
+
+def parse_bounded(
+    name: str, raw: str | None, default: float, kind: type, bounds: tuple[float, float]
+) -> float:
+    """S8.1: a number (QPS) or an integer (burst) within ``bounds``; anything else is an error.
 
     nan and inf parse as floats but are not rates a token bucket can pace by (S4.1.6).
     """
     if raw is None or not raw.strip():
         return default
+    low, high = bounds
+    noun = "an integer" if kind is int else "a number"
     try:
         value = kind(raw.strip())
-    except ValueError:
-        value = 0
-    if not math.isfinite(value) or value <= 0:
-        noun = "integer" if kind is int else "number (finite, greater than 0)"
-        raise SettingsInvalid(f"{name}={shown(raw)} is not a positive {noun}")
+    except ValueError:  # also int() of a string past Python's digit limit
+        value = math.nan
+    if not math.isfinite(value) or not low <= value <= high:
+        raise SettingsInvalid(f"{name}={shown(raw)} is not {noun} from {low:g} to {high:g}")
     return value
 
 
@@ -186,12 +195,20 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
             environ.get("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS")
         ),
         namespaces=parse_namespaces(environ.get("HIKYO_OPERATOR_NAMESPACES")),
-        fetch_qps=parse_positive(
-            "HIKYO_OPERATOR_FETCH_QPS", environ.get("HIKYO_OPERATOR_FETCH_QPS"), 10.0, float
+        fetch_qps=parse_bounded(
+            "HIKYO_OPERATOR_FETCH_QPS",
+            environ.get("HIKYO_OPERATOR_FETCH_QPS"),
+            10.0,
+            float,
+            FETCH_QPS_RANGE,
         ),
         fetch_burst=int(
-            parse_positive(
-                "HIKYO_OPERATOR_FETCH_BURST", environ.get("HIKYO_OPERATOR_FETCH_BURST"), 20, int
+            parse_bounded(
+                "HIKYO_OPERATOR_FETCH_BURST",
+                environ.get("HIKYO_OPERATOR_FETCH_BURST"),
+                20,
+                int,
+                FETCH_BURST_RANGE,
             )
         ),
         status_reporting=parse_bool(

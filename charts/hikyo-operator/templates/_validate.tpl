@@ -114,6 +114,13 @@ values.schema.json checks the same types first; these also hold under
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.replicaCount" "value" $op.replicaCount "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchQPS" "value" $op.fetchQPS "integer" false) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchBurst" "value" $op.fetchBurst "integer" true) -}}
+{{- /* The operator's own bounds (workers/engine/settings.py): a larger rate is a typo. */ -}}
+{{- if or (lt (float64 $op.fetchQPS) 0.01) (gt (float64 $op.fetchQPS) 10000.0) -}}
+{{- include "hikyo-operator.fail" (printf "operator.fetchQPS must be from 0.01 to 10000, got %v" $op.fetchQPS) -}}
+{{- end -}}
+{{- if gt (float64 $op.fetchBurst) 100000.0 -}}
+{{- include "hikyo-operator.fail" (printf "operator.fetchBurst must be from 1 to 100000, got %v" $op.fetchBurst) -}}
+{{- end -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workers" "value" $op.scaled.workers "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workerConcurrency" "value" $op.scaled.workerConcurrency "integer" true) -}}
 {{- if not (has $op.scaled.workerPool (list "threads" "prefork")) -}}
