@@ -125,7 +125,8 @@ def _report(index: int, log: Path, code: int) -> None:
     start = next((i for i, line in enumerate(lines) if "slowest" in line and "durations" in line),
                  None)  # fmt: skip
     if start is not None:
-        print("\n".join(lines[start:start + 27]))
+        shown = lines[start + 1 : start + 26]
+        print("\n".join([lines[start], *(line for line in shown if not SUMMARY.match(line))]))
     summary = next((line for line in reversed(lines) if SUMMARY.match(line)), None)
     print(summary or (lines[-1] if lines else "(no output)"))
 
