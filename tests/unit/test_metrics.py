@@ -276,7 +276,7 @@ def test_the_operator_collector_reads_leader_depths_and_lifecycles_at_scrape_tim
     assert value(registry, "hikyo_operator_secrets", lifecycle="Synced") == 2
     assert value(registry, "hikyo_operator_secrets", lifecycle="Refused") == 0
     assert value(registry, "hikyo_operator_secrets", lifecycle="Other") == 1
-    # None yet: Unreconciled, the name the README and the dashboard use (issue 35 item 5).
+    # None yet: Unreconciled, the name docs/operations.md and the dashboard use (issue 35).
     assert value(registry, "hikyo_operator_secrets", lifecycle="Unreconciled") == 1
     assert registry.get_sample_value("hikyo_operator_secrets", {"lifecycle": "Unset"}) is None
     assert CANARY not in generate_latest(registry).decode()
