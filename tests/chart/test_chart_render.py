@@ -206,6 +206,14 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
         _with(fetchBurst=2.5),
         "operator.fetchBurst must be a positive integer",
     ),
+    # The operator's own S8.1 bounds, refused at render rather than at the pod's start.
+    ("fetchQPS too high", _with(fetchQPS=10001), "operator.fetchQPS must be at most 10000"),
+    ("fetchQPS too low", _with(fetchQPS=0.001), "operator.fetchQPS must be at least 0.01"),
+    (
+        "fetchBurst too high",
+        _with(fetchBurst=100001),
+        "operator.fetchBurst must be at most 100000",
+    ),
     (
         "scaled.workers zero",
         scaled(workers=0),

@@ -70,20 +70,29 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     )
 
 
-def parse_positive(name: str, raw: str | None, default: float, kind: type) -> float:
-    """S8.1: a positive number (QPS) or a positive integer (burst); anything else is an error.
+# S8.1 bounds a person would set (issue 33 item 5): beyond them a value is a typo, not a wish,
+# and a rate of 1e-300 would pace the next fetch past the end of time.
+FETCH_QPS_RANGE = (0.01, 10_000.0)
+FETCH_BURST_RANGE = (1, 100_000)
+
+
+def parse_bounded(
+    name: str, raw: str | None, default: float, kind: type, bounds: tuple[float, float]
+) -> float:
+    """S8.1: a number (QPS) or an integer (burst) within ``bounds``, both ends included.
 
     nan and inf parse as floats but are not rates a token bucket can pace by (S4.1.6).
     """
     if raw is None or not raw.strip():
         return default
+    low, high = bounds
     try:
         value = kind(raw.strip())
     except ValueError:
-        value = 0
-    if not math.isfinite(value) or value <= 0:
-        noun = "integer" if kind is int else "number (finite, greater than 0)"
-        raise SettingsInvalid(f"{name}={shown(raw)} is not a positive {noun}")
+        value = math.nan
+    if not math.isfinite(value) or not low <= value <= high:
+        noun = "an integer" if kind is int else "a number"
+        raise SettingsInvalid(f"{name}={shown(raw)} is not {noun} from {low:,g} to {high:,g}")
     return value
 
 
@@ -186,12 +195,20 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
             environ.get("HIKYO_OPERATOR_DESIGNATED_SERVICE_ACCOUNTS")
         ),
         namespaces=parse_namespaces(environ.get("HIKYO_OPERATOR_NAMESPACES")),
-        fetch_qps=parse_positive(
-            "HIKYO_OPERATOR_FETCH_QPS", environ.get("HIKYO_OPERATOR_FETCH_QPS"), 10.0, float
+        fetch_qps=parse_bounded(
+            "HIKYO_OPERATOR_FETCH_QPS",
+            environ.get("HIKYO_OPERATOR_FETCH_QPS"),
+            10.0,
+            float,
+            FETCH_QPS_RANGE,
         ),
         fetch_burst=int(
-            parse_positive(
-                "HIKYO_OPERATOR_FETCH_BURST", environ.get("HIKYO_OPERATOR_FETCH_BURST"), 20, int
+            parse_bounded(
+                "HIKYO_OPERATOR_FETCH_BURST",
+                environ.get("HIKYO_OPERATOR_FETCH_BURST"),
+                20,
+                int,
+                FETCH_BURST_RANGE,
             )
         ),
         status_reporting=parse_bool(
