@@ -76,7 +76,6 @@ def test_lists_are_parsed():
     assert settings.fetch_qps == 2.5
 
 
-
 # --- S8.1 bounds on the fetch rate a person would set (issue 33 item 5) ----------------------
 
 QPS_RULE = "HIKYO_OPERATOR_FETCH_QPS={raw!r} is not a number from 0.01 to 10,000"
