@@ -9,6 +9,7 @@ timeout plus a client read timeout, ``k8s/watch.py``). Writes carry the field ma
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from typing import Any
 
@@ -29,15 +30,51 @@ def api_client(
     return bounded(_unbounded(kubeconfig), connect_timeout, read_timeout)
 
 
+class ClusterUnavailable(Exception):
+    """No usable Kubernetes configuration. The message is one line naming where it looked
+    (KUBECONFIG, in-cluster, ~/.kube/config) and why, never the file's text (it holds
+    credentials): what a command or a process prints before it exits non-zero."""
+
+
 def _unbounded(kubeconfig: str | None) -> client.ApiClient:
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
+        try:
+            return config.new_client_from_config(config_file=kubeconfig)
+        except Exception as error:  # every load failure is this one line
+            raise ClusterUnavailable(
+                f"no cluster configured: KUBECONFIG={kubeconfig!r} "
+                f"{_file_problem(kubeconfig, error)}"
+            ) from None
     try:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
         return client.ApiClient(configuration)
-    except config.ConfigException:
+    except config.ConfigException as error:
+        in_cluster = _first_line(error)
+    try:
         return config.new_client_from_config()
+    except Exception as error:
+        raise ClusterUnavailable(
+            "no cluster configured: KUBECONFIG is not set, in-cluster configuration failed "
+            f"({in_cluster}) and ~/.kube/config {_file_problem('~/.kube/config', error)}"
+        ) from None
+
+
+def _file_problem(path: str, error: Exception) -> str:
+    """Why a kubeconfig did not load, in a few words: the client's own one-line reason, else
+    the error's type (a YAML error quotes the file, which may hold a token)."""
+    paths = [os.path.expanduser(part) for part in path.split(os.pathsep) if part]
+    if paths and not any(os.path.exists(part) for part in paths):
+        return "does not exist"
+    if isinstance(error, config.ConfigException):
+        return f"is not a usable kubeconfig: {_first_line(error)}"
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot be read: {error.strerror}"
+    return f"is not a usable kubeconfig ({type(error).__name__})"
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
 
 
 def bounded(api: client.ApiClient, connect_timeout: float, read_timeout: float) -> client.ApiClient:

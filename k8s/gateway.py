@@ -637,23 +637,9 @@ class KubeCluster:
             )
 
 
-class ClusterUnavailable(Exception):
-    """No usable Kubernetes configuration; the message is one line, without the file's text."""
-
-
 def configured_cluster(kubeconfig: str | None) -> KubeCluster:
     """The client the operator uses (``kubeconfig``, else in-cluster, else ~/.kube/config),
     with its timeouts; a missing or unreadable configuration raises ClusterUnavailable."""
-    from kubernetes.config import ConfigException
-
     from .client import api_client
 
-    try:
-        return KubeCluster(api_client(kubeconfig))
-    except ConfigException as error:
-        raise ClusterUnavailable(f"no cluster configured: {str(error).splitlines()[0]}") from None
-    except Exception as error:  # a malformed kubeconfig: its type says enough, not its text
-        raise ClusterUnavailable(
-            "no cluster configured: cannot load the Kubernetes configuration "
-            f"({type(error).__name__})"
-        ) from None
+    return KubeCluster(api_client(kubeconfig))

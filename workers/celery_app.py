@@ -15,7 +15,7 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from controlplane.boot import load_settings_or_exit
+from controlplane.boot import cluster_errors_as_one_line, load_settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 # S8.1: a bad value is one line, not celery's import failure with its whole stack.
@@ -24,6 +24,34 @@ load_settings_or_exit()
 app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers"], related_name="tasks")
+
+
+# Worker-to-worker traffic nothing here uses: the leader learns of workers from their slot
+# advertisements (workers/broker_window.py), never from Celery's events. Gossip also logged an
+# ERROR with a traceback on every Redis loss (issue 33 item 5).
+WITHOUT_WORKER_CHATTER = {"without_gossip": True, "without_mingle": True, "without_heartbeat": True}
+
+
+@worker_init.connect
+def _without_worker_chatter(sender: Any = None, **_: Any) -> None:
+    """Every worker, however started (the chart, a shell, the tests), runs as with
+    --without-gossip --without-mingle --without-heartbeat: its consumer's steps are built
+    from these options after worker_init."""
+    options = getattr(sender, "options", None)
+    if isinstance(options, dict):
+        options.update(WITHOUT_WORKER_CHATTER)
+
+
+@worker_init.connect
+def _cluster_configured(**_: Any) -> None:
+    """Issue 33 item 5: no usable kubeconfig stops the worker at its start with one line, not
+    each task with a traceback. Loading it reads files only; the apiserver may be down."""
+    from django.conf import settings
+
+    from k8s.client import api_client
+
+    with cluster_errors_as_one_line():
+        api_client(settings.KUBECONFIG).close()
 
 
 @worker_init.connect

@@ -18,8 +18,9 @@ from typing import Protocol
 
 from django.conf import settings
 
+from k8s.client import ClusterUnavailable
 from k8s.errors import KubeError, NotFound, describe
-from k8s.gateway import ClusterUnavailable, configured_cluster
+from k8s.gateway import configured_cluster
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
 from . import process

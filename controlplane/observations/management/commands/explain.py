@@ -17,7 +17,6 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config import ConfigException
 from urllib3.exceptions import HTTPError
 
 from k8s.errors import KubeError, describe
@@ -72,8 +71,6 @@ class Command(BaseCommand):
             engine = build_engine(operator_settings, kubeconfig=settings.KUBECONFIG)
         except ValueError as error:  # no operator namespace
             raise CommandError(str(error)) from error
-        except (ConfigException, OSError) as error:
-            raise CommandError(f"cannot load the kubeconfig: {type(error).__name__}") from error
         cluster = ReadOnlyCluster(engine.cluster)
         now = engine.now()
         try:

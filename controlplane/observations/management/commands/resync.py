@@ -29,8 +29,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from k8s.client import ClusterUnavailable
 from k8s.errors import KubeError, NotFound
-from k8s.gateway import ClusterUnavailable, KubeCluster, configured_cluster
+from k8s.gateway import KubeCluster, configured_cluster
 from workers.engine.conditions import UNRECONCILED
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.settings import shown
