@@ -4,10 +4,13 @@ worker's /metrics (S8.6); once ready, it advertises its slots to the leader."""
 
 import logging
 import os
+import warnings
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import (
+    celeryd_after_setup,
     worker_init,
     worker_process_shutdown,
     worker_ready,
@@ -40,6 +43,16 @@ def _without_worker_chatter(sender: Any = None, **_: Any) -> None:
     options = getattr(sender, "options", None)
     if isinstance(options, dict):
         options.update(WITHOUT_WORKER_CHATTER)
+
+
+@celeryd_after_setup.connect
+def _no_warning_for_kept_runs(**_: Any) -> None:
+    """Running reconciles are kept on a lost connection on purpose (controlplane/settings.py
+    says why); Celery still warns about that choice, in nine lines, on every Redis loss. Set
+    here: the worker's logging set-up, just before, makes Celery's own warnings 'always'."""
+    warnings.filterwarnings(
+        "ignore", category=CPendingDeprecationWarning, module=r"celery\.worker\.consumer\."
+    )
 
 
 @worker_init.connect

@@ -355,10 +355,7 @@ def celery_worker(name: str, pool: str = "threads") -> list[str]:
         "INFO",
         "-n",
         f"{name}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-    ]
+    ]  # no --without-gossip & co.: the app turns them off for every worker (workers/celery_app)
 
 
 def wait_http_ok(url: str, timeout: float = 60.0, alive=lambda: True) -> None:
