@@ -49,7 +49,7 @@ def _unbounded(kubeconfig: str | None) -> client.ApiClient:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
         return client.ApiClient(configuration)
-    except config.ConfigException as error:
+    except (config.ConfigException, OSError) as error:  # not in a pod, or its token unreadable
         in_cluster = _first_line(error)
     try:
         return config.new_client_from_config()
