@@ -7,13 +7,12 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    from controlplane.boot import cluster_errors_as_one_line, load_settings_or_exit
+    from controlplane.boot import load_settings_or_exit
 
     load_settings_or_exit()  # S8.1: a bad setting is one line and exit 2
     from django.core.management import execute_from_command_line
 
-    with cluster_errors_as_one_line():  # every command that loads the kubeconfig
-        execute_from_command_line(sys.argv)
+    execute_from_command_line(sys.argv)
 
 
 if __name__ == "__main__":

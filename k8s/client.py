@@ -30,51 +30,53 @@ def api_client(
     return bounded(_unbounded(kubeconfig), connect_timeout, read_timeout)
 
 
-class ClusterUnavailable(Exception):
-    """No usable Kubernetes configuration. The message is one line naming where it looked
-    (KUBECONFIG, in-cluster, ~/.kube/config) and why, never the file's text (it holds
-    credentials): what a command or a process prints before it exits non-zero."""
+class KubeconfigUnusable(ValueError):
+    """No usable Kubernetes configuration (S8.1: the process exits non-zero). The message is one
+    line naming KUBECONFIG; it never carries the file's text, which may hold a token."""
+
+
+_ECHO_LIMIT = 80
+
+
+def _shown(path: str) -> str:
+    return repr(path if len(path) <= _ECHO_LIMIT else path[:_ECHO_LIMIT] + "...")
 
 
 def _unbounded(kubeconfig: str | None) -> client.ApiClient:
     if kubeconfig:
-        try:
-            return config.new_client_from_config(config_file=kubeconfig)
-        except Exception as error:  # every load failure is this one line
-            raise ClusterUnavailable(
-                f"no cluster configured: KUBECONFIG={kubeconfig!r} "
-                f"{_file_problem(kubeconfig, error)}"
-            ) from None
+        return _from_file(kubeconfig, f"KUBECONFIG={_shown(kubeconfig)}")
     try:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
         return client.ApiClient(configuration)
-    except (config.ConfigException, OSError) as error:  # not in a pod, or its token unreadable
-        in_cluster = _first_line(error)
+    except config.ConfigException:
+        default = os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)
+        return _from_file(
+            default, f"KUBECONFIG is not set, this is not a pod, and {_shown(default)}"
+        )
+
+
+def _from_file(path: str, named: str) -> client.ApiClient:
+    """The client from the kubeconfig at ``path``; any failure is one KubeconfigUnusable line.
+    The library's own errors are a ConfigException, a YAML parser's error that quotes the file,
+    or a TypeError on a file of the wrong shape: only the first states a reason safe to show."""
     try:
-        return config.new_client_from_config()
-    except Exception as error:
-        raise ClusterUnavailable(
-            "no cluster configured: KUBECONFIG is not set, in-cluster configuration failed "
-            f"({in_cluster}) and ~/.kube/config {_file_problem('~/.kube/config', error)}"
+        with open(path, "rb"):  # a clear reason for a missing file, which the library lacks
+            pass
+    except OSError as error:
+        raise KubeconfigUnusable(
+            f"{named} cannot be read: {error.strerror or type(error).__name__}"
         ) from None
-
-
-def _file_problem(path: str, error: Exception) -> str:
-    """Why a kubeconfig did not load, in a few words: the client's own one-line reason, else
-    the error's type (a YAML error quotes the file, which may hold a token)."""
-    paths = [os.path.expanduser(part) for part in path.split(os.pathsep) if part]
-    if paths and not any(os.path.exists(part) for part in paths):
-        return "does not exist"
-    if isinstance(error, config.ConfigException):
-        return f"is not a usable kubeconfig: {_first_line(error)}"
-    if isinstance(error, OSError) and error.strerror:
-        return f"cannot be read: {error.strerror}"
-    return f"is not a usable kubeconfig ({type(error).__name__})"
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0]
+    try:
+        return config.new_client_from_config(config_file=path)
+    except config.ConfigException as error:
+        # its first line, cut: an exec plugin's failure carries the plugin's stderr after it
+        reason = (str(error).splitlines() or ["ConfigException"])[0][: _ECHO_LIMIT * 2]
+        raise KubeconfigUnusable(f"{named} is not a usable kubeconfig: {reason}") from None
+    except Exception as error:  # malformed YAML or shape: its type says enough
+        raise KubeconfigUnusable(
+            f"{named} is not a usable kubeconfig ({type(error).__name__})"
+        ) from None
 
 
 def bounded(api: client.ApiClient, connect_timeout: float, read_timeout: float) -> client.ApiClient:

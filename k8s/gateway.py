@@ -637,9 +637,16 @@ class KubeCluster:
             )
 
 
+class ClusterUnavailable(Exception):
+    """No usable Kubernetes configuration; the message is one line, without the file's text."""
+
+
 def configured_cluster(kubeconfig: str | None) -> KubeCluster:
     """The client the operator uses (``kubeconfig``, else in-cluster, else ~/.kube/config),
     with its timeouts; a missing or unreadable configuration raises ClusterUnavailable."""
-    from .client import api_client
+    from .client import KubeconfigUnusable, api_client
 
-    return KubeCluster(api_client(kubeconfig))
+    try:
+        return KubeCluster(api_client(kubeconfig))
+    except KubeconfigUnusable as error:
+        raise ClusterUnavailable(f"no cluster configured: {error}") from None

@@ -4,67 +4,44 @@ worker's /metrics (S8.6); once ready, it advertises its slots to the leader."""
 
 import logging
 import os
-import warnings
 from typing import Any
 
 from celery import Celery
-from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import (
-    celeryd_after_setup,
     worker_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
     worker_shutting_down,
 )
+from celery.worker.consumer import Consumer
 
-from controlplane.boot import cluster_errors_as_one_line, load_settings_or_exit
+from controlplane.boot import load_settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 # S8.1: a bad value is one line, not celery's import failure with its whole stack.
 load_settings_or_exit()
 
+
+class ConsumerWithoutGossip(Consumer):
+    """Celery's consumer without its gossip and mingle steps (issue 33 item 5). Nothing here
+    uses them: the leader learns a worker's slots from the keyed store
+    (workers/broker_window.py), not from gossip, and no task is ever revoked, which mingle
+    would sync at start. Gossip's restart after a Redis loss logged an ERROR with an
+    AttributeError although the worker recovered; without it a reconnect is celery's own
+    "Connected to" line. Set here, not only as worker flags, so every way of starting a worker
+    (the chart, a shell) gets it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # The same switches as the worker's --without-gossip/--without-mingle flags: the steps
+        # stay in the blueprint (others require Mingle) but do nothing.
+        super().__init__(*args, **{**kwargs, "without_gossip": True, "without_mingle": True})
+
+
 app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.worker_consumer = f"{__name__}:ConsumerWithoutGossip"
 app.autodiscover_tasks(["workers"], related_name="tasks")
-
-
-# Worker-to-worker traffic nothing here uses: the leader learns of workers from their slot
-# advertisements (workers/broker_window.py), never from Celery's events. Gossip also logged an
-# ERROR with a traceback on every Redis loss (issue 33 item 5).
-WITHOUT_WORKER_CHATTER = {"without_gossip": True, "without_mingle": True, "without_heartbeat": True}
-
-
-@worker_init.connect
-def _without_worker_chatter(sender: Any = None, **_: Any) -> None:
-    """Every worker, however started (the chart, a shell, the tests), runs as with
-    --without-gossip --without-mingle --without-heartbeat: its consumer's steps are built
-    from these options after worker_init."""
-    options = getattr(sender, "options", None)
-    if isinstance(options, dict):
-        options.update(WITHOUT_WORKER_CHATTER)
-
-
-@celeryd_after_setup.connect
-def _no_warning_for_kept_runs(**_: Any) -> None:
-    """Running reconciles are kept on a lost connection on purpose (controlplane/settings.py
-    says why); Celery still warns about that choice, in nine lines, on every Redis loss. Set
-    here: the worker's logging set-up, just before, makes Celery's own warnings 'always'."""
-    warnings.filterwarnings(
-        "ignore", category=CPendingDeprecationWarning, module=r"celery\.worker\.consumer\."
-    )
-
-
-@worker_init.connect
-def _cluster_configured(**_: Any) -> None:
-    """Issue 33 item 5: no usable kubeconfig stops the worker at its start with one line, not
-    each task with a traceback. Loading it reads files only; the apiserver may be down."""
-    from django.conf import settings
-
-    from k8s.client import api_client
-
-    with cluster_errors_as_one_line():
-        api_client(settings.KUBECONFIG).close()
 
 
 @worker_init.connect

@@ -5,33 +5,28 @@ the value records it (``ReconcileRun.forced_sync``, ``TrackedObject.last_forced_
 
 The Kubernetes client is built lazily, on the first request: the operator's own client when
 the dashboard runs inside ``run_operator``, else one from KUBECONFIG / in-cluster /
-~/.kube/config, as ``manage.py resync`` builds it. Every failure is one line (no body, no
-traceback). ``use_cluster`` is the seam tests use to put a fake cluster in.
+~/.kube/config, as ``manage.py resync`` builds it. The request itself is
+``resync_requests.request_resync``, which the command uses too. Every failure is one line
+(no body, no traceback). ``use_cluster`` is the seam tests use to put a fake cluster in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from django.conf import settings
 
-from k8s.client import ClusterUnavailable
-from k8s.errors import KubeError, NotFound, describe
-from k8s.gateway import configured_cluster
+from k8s.gateway import ClusterUnavailable, configured_cluster
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
-from . import process
-from .management.commands.resync import new_request_value
+from . import process, resync_requests
 from .models import TrackedObject
+from .resync_requests import Requested, new_request_value
 
+__all__ = ["FORCE_SYNC_ANNOTATION", "ClusterUnavailable", "Requested", "request_resync"]
 
-class Annotator(Protocol):
-    def annotate_hikyosecret(
-        self, namespace: str, name: str, annotations: dict[str, str | None], *, uid: str = ""
-    ) -> None: ...
+Annotator = resync_requests.ResyncCluster
 
 
 def _default_cluster() -> Annotator:
@@ -58,50 +53,23 @@ def use_cluster(cluster: Annotator | Callable[[], Annotator]) -> Iterator[None]:
         _factory.pop(0)
 
 
-@dataclass
-class Requested:
-    """What one force-resync request did: the value, the objects annotated, the failures."""
-
-    value: str
-    asked: list[TrackedObject] = field(default_factory=list)
-    failed: list[tuple[TrackedObject, str]] = field(default_factory=list)
-    skipped: list[tuple[TrackedObject, str]] = field(default_factory=list)
-    error: str = ""  # no cluster at all: nothing was asked
-
-
-def request_resync(objects: Iterable[TrackedObject], value: str | None = None) -> Requested:
-    """Sets ``hikyo.dev/force-sync=<value>`` on each object (guarded by its UID, so a name now
-    held by another object is refused); never raises for a cluster error."""
-    done = Requested(value or new_request_value())
-    wanted = list(objects)
+def request_resync(objects: Iterable[TrackedObject]) -> Requested[TrackedObject]:
+    """The dashboard's request (``resync_requests.request_resync``) for the selected rows: a
+    row already deleted from the cluster is skipped; never raises for a cluster error."""
+    live: list[TrackedObject] = []
+    skipped: list[tuple[TrackedObject, str]] = []
+    for tracked in objects:
+        if tracked.deleted_at is not None:
+            skipped.append((tracked, "deleted from the cluster"))
+        else:
+            live.append(tracked)
     try:
         cluster = _factory[0]()
     except ClusterUnavailable as error:
-        done.error = str(error)
-        return done
-    except Exception as error:
-        done.error = f"no cluster client: {type(error).__name__}"
-        return done
-    for tracked in wanted:
-        if tracked.deleted_at is not None:
-            done.skipped.append((tracked, "deleted from the cluster"))
-            continue
-        try:
-            cluster.annotate_hikyosecret(
-                tracked.namespace,
-                tracked.name,
-                {FORCE_SYNC_ANNOTATION: done.value},
-                uid=tracked.uid,
-            )
-        except NotFound:
-            done.failed.append((tracked, "not found (deleted from the cluster?)"))
-        except KubeError as error:
-            done.failed.append((tracked, describe(error)))
-        except Exception as error:  # transport (urllib3, OSError): its type, never its text
-            done.failed.append((tracked, type(error).__name__))
-        else:
-            done.asked.append(tracked)
-    return done
+        return Requested(new_request_value(), error=str(error))
+    except Exception as error:  # any other client failure: its type only
+        return Requested(new_request_value(), error=f"no cluster client: {type(error).__name__}")
+    return resync_requests.request_resync(cluster, live, skipped=skipped)
 
 
 def log_message(value: str) -> str:

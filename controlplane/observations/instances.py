@@ -18,9 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max
 
-from k8s.client import ClusterUnavailable
 from k8s.errors import KubeError, describe
-from k8s.gateway import configured_cluster
+from k8s.gateway import ClusterUnavailable, configured_cluster
 from workers.engine.remediation import message_context
 from workers.published_reads import without_userinfo
 

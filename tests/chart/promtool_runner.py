@@ -11,23 +11,15 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.helm import REPO_ROOT, built_binary
+
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build-promtool.sh"
 PROMTOOL_TIMEOUT_SECONDS = 120
 
 
 @functools.cache
 def _built() -> str:
-    built = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1800
-    )
-    lines = built.stdout.strip().splitlines()
-    if built.returncode != 0 or not lines:
-        last = built.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(
-            f"{BUILD_SCRIPT.name} failed: {last[0]} (HIKYO_SKIP_PROMTOOL=1 skips these tests)"
-        )
-    return lines[-1]
+    return built_binary(BUILD_SCRIPT, " (HIKYO_SKIP_PROMTOOL=1 skips these tests)")
 
 
 def promtool_binary() -> str:

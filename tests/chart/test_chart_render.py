@@ -201,18 +201,17 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("fetchQPS negative", _with(fetchQPS=-1), "operator.fetchQPS must be a positive number"),
     ("fetchQPS a word", _with(fetchQPS="fast"), "operator.fetchQPS must be a positive number"),
+    ("fetchQPS too high", _with(fetchQPS=10001), "operator.fetchQPS must be from 0.01 to 10000"),
+    ("fetchQPS too low", _with(fetchQPS=0.001), "operator.fetchQPS must be from 0.01 to 10000"),
+    (
+        "fetchBurst too high",
+        _with(fetchBurst=100001),
+        "operator.fetchBurst must be from 1 to 100000",
+    ),
     (
         "fetchBurst not whole",
         _with(fetchBurst=2.5),
         "operator.fetchBurst must be a positive integer",
-    ),
-    # The operator's own S8.1 bounds, refused at render rather than at the pod's start.
-    ("fetchQPS too high", _with(fetchQPS=10001), "operator.fetchQPS must be at most 10000"),
-    ("fetchQPS too low", _with(fetchQPS=0.001), "operator.fetchQPS must be at least 0.01"),
-    (
-        "fetchBurst too high",
-        _with(fetchBurst=100001),
-        "operator.fetchBurst must be at most 100000",
     ),
     (
         "scaled.workers zero",

@@ -21,17 +21,20 @@ DIGEST = "sha256:" + "ab" * 32  # any well-formed digest: nothing pulls it here
 HELM_TIMEOUT_SECONDS = 120
 
 
-@functools.cache
-def helm_binary() -> str:
-    """tools/build-helm.sh's binary (a warm cache answers at once); HELM names an installed one."""
-    built = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1800
-    )
+def built_binary(script: Path, hint: str = "") -> str:
+    """The path a tools/build-*.sh script prints last (it builds the binary, or a warm cache
+    answers at once; its variable, e.g. HELM, names an installed one instead)."""
+    built = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=1800)
     lines = built.stdout.strip().splitlines()
     if built.returncode != 0 or not lines:
         last = built.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"{BUILD_SCRIPT.name} failed: {last[0]}")
+        raise RuntimeError(f"{script.name} failed: {last[0]}{hint}")
     return lines[-1]
+
+
+@functools.cache
+def helm_binary() -> str:
+    return built_binary(BUILD_SCRIPT)
 
 
 @dataclass(frozen=True)

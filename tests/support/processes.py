@@ -355,7 +355,10 @@ def celery_worker(name: str, pool: str = "threads") -> list[str]:
         "INFO",
         "-n",
         f"{name}@%h",
-    ]  # no --without-gossip & co.: the app turns them off for every worker (workers/celery_app)
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
 
 
 def wait_http_ok(url: str, timeout: float = 60.0, alive=lambda: True) -> None:

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from controlplane.observations import resync_requests
 from controlplane.observations.management.commands import resync
 from k8s.errors import KubeError, NotFound
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION, requested_value
@@ -97,8 +98,8 @@ def fake(monkeypatch):
         hksec("hikyo-system", "own", team="pay"),
     )
     monkeypatch.setattr(resync, "_cluster", lambda: cluster)
-    monkeypatch.setattr(resync, "POLL_FIRST_SECONDS", 0.01)
-    monkeypatch.setattr(resync, "POLL_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(resync_requests, "POLL_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(resync_requests, "POLL_MAX_SECONDS", 0.02)
     with override_settings(HIKYO_OPERATOR=OperatorSettings(operator_namespace="hikyo-system")):
         yield cluster
 

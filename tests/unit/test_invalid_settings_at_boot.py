@@ -116,3 +116,42 @@ def test_celery_worker_refuses_a_bad_value_in_one_line(tmp_path, variable, value
     env = {**_clean_environ(tmp_path), variable: value}
     result = _run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker"], env)
     _assert_one_line_refusal(result, variable)
+
+
+KUBECONFIG_CASES = [
+    pytest.param(None, "cannot be read: No such file or directory", id="missing"),
+    pytest.param("clusters: [unclosed\n", "is not a usable kubeconfig (", id="not-yaml"),
+    pytest.param(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: " + PASSWORD + "}\n",
+        "is not a usable kubeconfig: Invalid kube-config file.",
+        id="no-context",
+    ),
+]
+
+
+@pytest.mark.parametrize("command", [["run_operator"], ["status"]])
+@pytest.mark.parametrize(("content", "reason"), KUBECONFIG_CASES)
+def test_an_unusable_kubeconfig_is_one_line_naming_it(tmp_path, command, content, reason):
+    """Issue 33 item 5: KUBECONFIG missing or invalid stops a command with one line naming
+    KUBECONFIG and the reason, a non-zero exit, no traceback and none of the file's text."""
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    env = {
+        **_clean_environ(tmp_path),
+        "KUBECONFIG": str(path),
+        "HIKYO_OPERATOR_NAMESPACE": "hikyo-system",
+    }
+    result = _run([sys.executable, "manage.py", *command], env)
+    _assert_one_line_refusal(result, f"KUBECONFIG='{path}'")
+    assert reason in result.stderr, result.stderr
+
+
+def test_no_kubeconfig_anywhere_is_one_line_naming_kubeconfig(tmp_path):
+    """Unset KUBECONFIG, not in a pod, no ~/.kube/config: one line that says all three."""
+    env = {**_clean_environ(tmp_path), "HOME": str(tmp_path), "HIKYO_OPERATOR_NAMESPACE": "ops"}
+    for variable in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        env.pop(variable, None)
+    result = _run([sys.executable, "manage.py", "run_operator"], env)
+    _assert_one_line_refusal(result, "KUBECONFIG is not set, this is not a pod")
+    assert f"'{tmp_path}/.kube/config' cannot be read" in result.stderr

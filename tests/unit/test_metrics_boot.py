@@ -77,11 +77,7 @@ def test_a_celery_worker_stops_in_one_line_when_its_metrics_port_is_taken(tmp_pa
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {
-            **_clean_environ(tmp_path),
-            "KUBECONFIG": _kubeconfig(tmp_path),  # loaded (not reached) before the metrics
-            "HIKYO_OPERATOR_METRICS_ADDR": f"127.0.0.1:{port}",
-        }
+        env = {**_clean_environ(tmp_path), "HIKYO_OPERATOR_METRICS_ADDR": f"127.0.0.1:{port}"}
         result = _run(
             [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool",
              "solo", "--without-gossip", "--without-mingle", "--without-heartbeat"],

@@ -4,7 +4,7 @@ The bytes depend only on the keys and values: keys sorted byte-wise (code-point 
 UTF-8 byte order), one fixed quoting rule per format, no timestamps or comments. A value that a
 format cannot hold is a refusal naming the key (S5.6), never quoting the value.
 
-The quoting rules, and why (docs/operator-spec.md S11.3; docs/templates-and-formats.md):
+The quoting rules, and why (docs/operator-spec.md S11.3):
 
 - dotenv: ``KEY='value'`` when the value has no ``'``, ``\\`` or carriage return: both
   python-dotenv and Docker Compose read a single-quoted value literally (line breaks, ``$``,

@@ -70,8 +70,8 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     )
 
 
-# S8.1 bounds a person would set (issue 33 item 5): beyond them a value is a typo, not a wish,
-# and a rate of 1e-300 would pace the next fetch past the end of time.
+# S4.1.6 pacing bounds a human would set: QPS per instance, all processes together, from one
+# fetch per 100 s to 10,000 a second; a burst of 1 to 100,000 fetches. A value outside is a typo.
 FETCH_QPS_RANGE = (0.01, 10_000.0)
 FETCH_BURST_RANGE = (1, 100_000)
 
@@ -79,20 +79,20 @@ FETCH_BURST_RANGE = (1, 100_000)
 def parse_bounded(
     name: str, raw: str | None, default: float, kind: type, bounds: tuple[float, float]
 ) -> float:
-    """S8.1: a number (QPS) or an integer (burst) within ``bounds``, both ends included.
+    """S8.1: a number (QPS) or an integer (burst) within ``bounds``; anything else is an error.
 
     nan and inf parse as floats but are not rates a token bucket can pace by (S4.1.6).
     """
     if raw is None or not raw.strip():
         return default
     low, high = bounds
+    noun = "an integer" if kind is int else "a number"
     try:
         value = kind(raw.strip())
-    except ValueError:
+    except ValueError:  # also int() of a string past Python's digit limit
         value = math.nan
     if not math.isfinite(value) or not low <= value <= high:
-        noun = "an integer" if kind is int else "a number"
-        raise SettingsInvalid(f"{name}={shown(raw)} is not {noun} from {low:,g} to {high:,g}")
+        raise SettingsInvalid(f"{name}={shown(raw)} is not {noun} from {low:g} to {high:g}")
     return value
 
 

@@ -14,8 +14,7 @@ values.schema.json checks the same types first; these also hold under
 {{- end -}}
 {{- end -}}
 
-{{/* A positive number; integer: also whole (fetchBurst, replicaCount, scaled.workers);
-min and max, when given, bound it as the operator's S8.1 check does (fetchQPS, fetchBurst). */}}
+{{/* A positive number; integer: also whole (fetchBurst, replicaCount, scaled.workers). */}}
 {{- define "hikyo-operator.requirePositive" -}}
 {{- $v := .value -}}
 {{- if not (or (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v)) -}}
@@ -26,12 +25,6 @@ min and max, when given, bound it as the operator's S8.1 check does (fetchQPS, f
 {{- end -}}
 {{- if and .integer (ne (float64 $v) (floor $v)) -}}
 {{- include "hikyo-operator.fail" (printf "%s must be a positive integer, got %v" .name $v) -}}
-{{- end -}}
-{{- if and (hasKey . "min") (lt (float64 $v) (float64 .min)) -}}
-{{- include "hikyo-operator.fail" (printf "%s must be at least %v, got %v" .name .min $v) -}}
-{{- end -}}
-{{- if and (hasKey . "max") (gt (float64 $v) (float64 .max)) -}}
-{{- include "hikyo-operator.fail" (printf "%s must be at most %v, got %v" .name .max $v) -}}
 {{- end -}}
 {{- end -}}
 
@@ -119,8 +112,15 @@ min and max, when given, bound it as the operator's S8.1 check does (fetchQPS, f
 {{- include "hikyo-operator.requireBool" (dict "name" "operator.scaled.enabled" "value" $op.scaled.enabled) -}}
 {{- include "hikyo-operator.requireBool" (dict "name" "operator.dashboard.https" "value" $op.dashboard.https) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.replicaCount" "value" $op.replicaCount "integer" true) -}}
-{{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchQPS" "value" $op.fetchQPS "integer" false "min" 0.01 "max" 10000) -}}
-{{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchBurst" "value" $op.fetchBurst "integer" true "max" 100000) -}}
+{{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchQPS" "value" $op.fetchQPS "integer" false) -}}
+{{- include "hikyo-operator.requirePositive" (dict "name" "operator.fetchBurst" "value" $op.fetchBurst "integer" true) -}}
+{{- /* The operator's own bounds (workers/engine/settings.py): a larger rate is a typo. */ -}}
+{{- if or (lt (float64 $op.fetchQPS) 0.01) (gt (float64 $op.fetchQPS) 10000.0) -}}
+{{- include "hikyo-operator.fail" (printf "operator.fetchQPS must be from 0.01 to 10000, got %v" $op.fetchQPS) -}}
+{{- end -}}
+{{- if gt (float64 $op.fetchBurst) 100000.0 -}}
+{{- include "hikyo-operator.fail" (printf "operator.fetchBurst must be from 1 to 100000, got %v" $op.fetchBurst) -}}
+{{- end -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workers" "value" $op.scaled.workers "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workerConcurrency" "value" $op.scaled.workerConcurrency "integer" true) -}}
 {{- if not (has $op.scaled.workerPool (list "threads" "prefork")) -}}

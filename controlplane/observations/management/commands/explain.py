@@ -16,10 +16,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from k8s.errors import KubeError, describe
+from controlplane.observations.cluster_errors import cluster_errors_as_one_line
 from workers.engine.decide import decide_before_fetch
 from workers.engine.decide_answer import decide_after_fetch
 from workers.engine.explain import explain
@@ -68,12 +66,13 @@ class Command(BaseCommand):
         namespace, name = split_target(target)
         operator_settings = settings.HIKYO_OPERATOR
         try:
-            engine = build_engine(operator_settings, kubeconfig=settings.KUBECONFIG)
+            with cluster_errors_as_one_line():
+                engine = build_engine(operator_settings, kubeconfig=settings.KUBECONFIG)
         except ValueError as error:  # no operator namespace
-            raise CommandError(str(error)) from error
+            raise CommandError(str(error)) from None
         cluster = ReadOnlyCluster(engine.cluster)
         now = engine.now()
-        try:
+        with cluster_errors_as_one_line(engine.cluster.api_client):
             observed = observe(
                 cluster,
                 engine.store,
@@ -85,12 +84,6 @@ class Command(BaseCommand):
                 forced_full=fetch,  # --fetch: the one fetch it makes is cursor-less
                 now=now,
             )
-        except KubeError as error:
-            raise CommandError(f"cannot read from the cluster: {describe(error)}") from error
-        except ApiException as error:  # a body could echo the request: the status only
-            raise CommandError(f"cannot read from the cluster: HTTP {error.status}") from error
-        except (HTTPError, OSError) as error:
-            raise CommandError(f"cannot reach the cluster: {type(error).__name__}") from error
         if observed.cr is None:
             raise CommandError(f"HikyoSecret {namespace}/{name} not found")
         decision = decide_before_fetch(observed, operator_settings, now)

@@ -13,11 +13,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
+from controlplane.observations.cluster_errors import cluster_errors_as_one_line
 from controlplane.observations.recording import record_run
-from k8s.errors import KubeError
 from k8s.leader import live_holder
 from workers.keys import ObjectKey
 from workers.runner import LOCK_TTL_SECONDS, run_locked
@@ -39,26 +37,21 @@ class Command(BaseCommand):
             raise CommandError("give the HikyoSecret as NAMESPACE/NAME")
         operator_settings = settings.HIKYO_OPERATOR
         try:
-            runtime = build_runtime(
-                operator_settings,
-                kubeconfig=settings.KUBECONFIG,
-                redis_url=settings.REDIS_URL,
-                record=record_run,
-            )
+            with cluster_errors_as_one_line():
+                runtime = build_runtime(
+                    operator_settings,
+                    kubeconfig=settings.KUBECONFIG,
+                    redis_url=settings.REDIS_URL,
+                    record=record_run,
+                )
         except ValueError as error:
-            raise CommandError(str(error)) from error
-        try:
+            raise CommandError(str(error)) from None
+        with cluster_errors_as_one_line(runtime.cluster.api_client):
             cr = runtime.cluster.get_hikyosecret(namespace, name)
             if cr is None:
                 raise CommandError(f"HikyoSecret {namespace}/{name} not found")
             if not settings.REDIS_URL:
                 self._refuse_beside_a_live_leader(runtime)
-        except KubeError as error:
-            raise CommandError(f"cannot read from the cluster: {error}") from error
-        except ApiException as error:  # the Lease read; the body could echo the request
-            raise CommandError(f"cannot read the leader Lease: HTTP {error.status}") from error
-        except (HTTPError, OSError) as error:  # unreachable or silent: it says no more
-            raise CommandError(f"cannot reach the cluster: {type(error).__name__}") from error
         key = ObjectKey(namespace, name, cr["metadata"]["uid"])
         lock = runtime.queue.begin(key, runtime.identity, ttl=LOCK_TTL_SECONDS)
         if lock is None:

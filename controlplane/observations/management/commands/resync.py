@@ -1,11 +1,8 @@
 """``manage.py resync``: ask the operator for one forced full (cursor-less) reconcile.
 
-The request is the ``hikyo.dev/force-sync`` annotation on each HikyoSecret, set to a new value
-(``workers/engine/force_sync.py``); ``kubectl annotate`` and this command are the same request.
-The leader's watch sees the new value and runs the CR once with first-sync priority; the run
-records the value it handled in ``status.lastForcedSync``, so each value runs once, across
-restarts and failovers, in embedded and scaled mode alike. The command needs no operator
-setting and takes no lock: it only annotates and, with ``--wait``, reads status back.
+The request itself (the ``hikyo.dev/force-sync`` value, selection, annotation, waiting) is
+``controlplane/observations/resync_requests.py``, shared with the dashboard's action; this
+command parses its arguments and prints. It needs no operator setting and takes no lock.
 
 Selection, as kubectl's: ``NAMESPACE/NAME`` arguments (or ``NAME`` with ``-n``); or ``--all``
 (every namespace, or the ``-n`` namespace); ``-l SELECTOR`` and ``--instance NAME`` narrow a
@@ -15,57 +12,29 @@ not mix. The command never reads a value, token or cursor, so it never prints on
 
 from __future__ import annotations
 
-import logging
-import secrets
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from k8s.client import ClusterUnavailable
-from k8s.errors import KubeError, NotFound
-from k8s.gateway import KubeCluster, configured_cluster
-from workers.engine.conditions import UNRECONCILED
+from controlplane.observations.cluster_errors import cluster_errors_as_one_line
+from controlplane.observations.resync_requests import (
+    DEFAULT_WAIT_SECONDS,
+    ResyncCluster,
+    ResyncRefused,
+    in_reach,
+    new_request_value,
+    request_resync,
+    resolve,
+    select,
+    wait_for_outcomes,
+)
+from k8s.gateway import configured_cluster
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.settings import shown
+from workers.keys import ObjectKey
 
-DEFAULT_WAIT_SECONDS = 120.0
-POLL_FIRST_SECONDS = 0.5  # the first re-read; then x1.5 per round up to POLL_MAX_SECONDS
-POLL_MAX_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class Asked:
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-def new_request_value(now: datetime | None = None) -> str:
-    """A value no earlier request used: the UTC time plus a short random part."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    return f"resync-{stamp}-{secrets.token_hex(3)}"
-
-
-def outcome_line(asked: Asked, cr: dict[str, Any]) -> str:
-    status = cr.get("status") or {}
-    record = status.get("lastForcedSync") or {}
-    return (
-        f"{asked}: {record.get('reason') or '(no reason)'} "
-        f"lifecycle={status.get('lifecycle') or UNRECONCILED} "
-        f"fetched={'yes' if record.get('fetched') else 'no'} "
-        f"wrote={'yes' if record.get('wroteSecret') else 'no'}"
-    )
+__all__ = ["DEFAULT_WAIT_SECONDS", "Command", "new_request_value"]
 
 
 class Command(BaseCommand):
@@ -131,174 +100,47 @@ class Command(BaseCommand):
             raise CommandError(
                 "-l and --instance select within -n NAMESPACE, or in every namespace with --all"
             )
-        cluster = _cluster()
-        with _quiet_retries():
-            self._ask(cluster, wanted, namespace, selector, instance, wait_seconds)
-
-    def _ask(
-        self,
-        cluster: KubeCluster,
-        wanted: list[tuple[str, str]],
-        namespace: str,
-        selector: str,
-        instance: str,
-        wait_seconds: float | None,
-    ) -> None:
-        try:
-            if wanted:
-                asked = self._resolve(cluster, wanted)
-            else:
-                asked = self._select(cluster, namespace or None, selector, instance)
-            asked = self._in_reach(asked)
-            value = new_request_value()
-            failed = self._annotate(cluster, asked, value)
-        except KubeError as error:
-            raise CommandError(f"cannot talk to the cluster: {error}") from None
-        except (HTTPError, OSError) as error:  # unreachable or silent: it says no more
-            raise CommandError(
-                f"cannot reach the cluster at {_server(cluster)}: {type(error).__name__}"
-            ) from None
-        except ApiException as error:  # not translated (should not happen); never the body
-            raise CommandError(f"cannot talk to the cluster: HTTP {error.status}") from None
-        if failed:
-            raise CommandError(f"{len(failed)} of {len(asked)} HikyoSecrets were not annotated")
-        if wait_seconds is not None:
-            self._wait(cluster, asked, value, wait_seconds)
-
-    # -- which objects -------------------------------------------------------------------
-
-    def _resolve(self, cluster: KubeCluster, wanted: list[tuple[str, str]]) -> list[Asked]:
-        """Named objects must all exist: nothing is annotated when one does not."""
-        found: list[Asked] = []
-        missing: list[str] = []
-        for namespace, name in wanted:
-            cr = cluster.get_hikyosecret(namespace, name)
-            if cr is None:
-                missing.append(f"{namespace}/{name}")
-            else:
-                found.append(Asked(namespace, name, cr["metadata"]["uid"]))
-        if missing:
-            raise CommandError(f"HikyoSecret not found: {', '.join(missing)}")
-        return found
-
-    def _select(
-        self, cluster: KubeCluster, namespace: str | None, selector: str, instance: str
-    ) -> list[Asked]:
-        try:
-            items = cluster.select_hikyosecrets(namespace, selector)
-        except KubeError as error:
-            if error.status == 400 and selector:
-                raise CommandError(
-                    f"invalid label selector {shown(selector)}: the apiserver refused it "
-                    f"(HTTP 400{' ' + error.reason if error.reason else ''})"
-                ) from None
-            raise
-        asked = sorted(
-            (
-                Asked(
-                    item["metadata"]["namespace"], item["metadata"]["name"], item["metadata"]["uid"]
-                )
-                for item in items
-                if not instance
-                or ((item.get("spec") or {}).get("instanceRef") or {}).get("name") == instance
-            ),
-            key=lambda a: (a.namespace, a.name),
-        )
-        if not asked:
-            where = f"in namespace {namespace}" if namespace else "in any namespace"
-            narrowed = "".join(
-                [
-                    f" with labels {shown(selector)}" if selector else "",
-                    f" naming instance {shown(instance)}" if instance else "",
-                ]
-            )
-            raise CommandError(f"no HikyoSecret matched {where}{narrowed}")
-        return asked
-
-    def _in_reach(self, asked: list[Asked]) -> list[Asked]:
-        """The operator never reconciles CRs in its own namespace (S8.5) or outside its watch
-        list (S8.1): asking them would wait for ever, so they are left out, each said once."""
-        operator = settings.HIKYO_OPERATOR
-        kept: list[Asked] = []
-        for item in asked:
-            if operator.operator_namespace and item.namespace == operator.operator_namespace:
-                self.stderr.write(
-                    f"{item}: skipped: the operator ignores HikyoSecrets in its own namespace"
-                )
-            elif operator.namespaces and item.namespace not in operator.namespaces:
-                self.stderr.write(
-                    f"{item}: skipped: namespace {item.namespace} is not in "
-                    "HIKYO_OPERATOR_NAMESPACES"
-                )
-            else:
-                kept.append(item)
-        if not kept:
-            raise CommandError("nothing to resync: every HikyoSecret asked was skipped")
-        return kept
-
-    # -- asking --------------------------------------------------------------------------
-
-    def _annotate(self, cluster: KubeCluster, asked: list[Asked], value: str) -> list[Asked]:
-        failed: list[Asked] = []
-        for item in asked:
+        with cluster_errors_as_one_line():
+            cluster = _cluster()
+        with cluster_errors_as_one_line(getattr(cluster, "api_client", None)):
             try:
-                cluster.annotate_hikyosecret(
-                    item.namespace, item.name, {FORCE_SYNC_ANNOTATION: value}, uid=item.uid
+                if wanted:
+                    chosen = resolve(cluster, wanted)
+                else:
+                    chosen = select(cluster, namespace or None, selector, instance)
+            except ResyncRefused as error:
+                raise CommandError(str(error)) from None
+            kept, skipped = in_reach(chosen, settings.HIKYO_OPERATOR)
+            for item, why in skipped:
+                self.stderr.write(f"{item}: skipped: {why}")
+            if not kept:
+                raise CommandError("nothing to resync: every HikyoSecret asked was skipped")
+            done = request_resync(cluster, kept)
+            for item, why in done.failed:
+                self.stderr.write(f"{item}: not annotated: {why}")
+            asked_line = f"resync requested ({FORCE_SYNC_ANNOTATION}={done.value})"
+            for item in done.asked:
+                self.stdout.write(f"{item}: {asked_line}")
+            if done.failed:
+                raise CommandError(
+                    f"{len(done.failed)} of {len(kept)} HikyoSecrets were not annotated"
                 )
-            except NotFound:
-                self.stderr.write(f"{item}: not annotated: it was deleted meanwhile")
-                failed.append(item)
-                continue
-            except KubeError as error:
-                if error.status in (409, 422):  # the uid precondition: recreated meanwhile
-                    self.stderr.write(f"{item}: not annotated: it was replaced meanwhile")
-                else:
-                    self.stderr.write(f"{item}: not annotated: {error}")
-                failed.append(item)
-                continue
-            self.stdout.write(f"{item}: resync requested ({FORCE_SYNC_ANNOTATION}={value})")
-        return failed
+            if wait_seconds is not None:  # its reads' retries stay quiet too
+                self._wait(cluster, done.asked, done.value, wait_seconds)
 
-    # -- waiting -------------------------------------------------------------------------
+    def _wait(
+        self, cluster: ResyncCluster, asked: list[ObjectKey], value: str, seconds: float
+    ) -> None:
+        def show(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
 
-    def _wait(self, cluster: KubeCluster, asked: list[Asked], value: str, seconds: float) -> None:
-        """Uncached GETs of the CRs not handled yet, a few per second at most, until each
-        records ``value`` in ``status.lastForcedSync`` or ``seconds`` have passed."""
-        deadline = time.monotonic() + seconds
-        pending = list(asked)
-        gone: list[Asked] = []
-        interval = POLL_FIRST_SECONDS
-        trouble = ""
-        while pending:
-            still: list[Asked] = []
-            for item in pending:
-                try:
-                    cr = cluster.get_hikyosecret(item.namespace, item.name)
-                except (KubeError, HTTPError, OSError) as error:  # a blip: ask again next round
-                    trouble = str(error) if isinstance(error, KubeError) else type(error).__name__
-                    still.append(item)
-                    continue
-                if cr is None or cr["metadata"].get("uid") != item.uid:
-                    self.stdout.write(f"{item}: deleted before it handled the request")
-                    gone.append(item)
-                elif ((cr.get("status") or {}).get("lastForcedSync") or {}).get("value") == value:
-                    self.stdout.write(outcome_line(item, cr))
-                    self.stdout.flush()
-                else:
-                    still.append(item)
-            pending = still
-            if not pending or time.monotonic() >= deadline:
-                break
-            time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
-            interval = min(interval * 1.5, POLL_MAX_SECONDS)
-        for item in pending:
-            self.stdout.write(f"{item}: not handled within {seconds:g} s")
-        if pending or gone:
-            unhandled = len(pending) + len(gone)
-            hint = f"; last read error: {trouble}" if pending and trouble else ""
+        waited = wait_for_outcomes(cluster, asked, value, seconds, show)
+        if waited.unhandled:
+            hint = f"; last read error: {waited.trouble}" if waited.trouble else ""
             raise CommandError(
-                f"{unhandled} of {len(asked)} HikyoSecrets did not handle the resync within "
-                f"{seconds:g} s (is the operator running?){hint}"
+                f"{waited.unhandled} of {len(asked)} HikyoSecrets did not handle the resync "
+                f"within {seconds:g} s (is the operator running?){hint}"
             )
 
 
@@ -337,26 +179,5 @@ def _named(targets: list[str], namespace: str) -> list[tuple[str, str]]:
     return wanted
 
 
-@contextmanager
-def _quiet_retries():
-    """urllib3 logs each retried connection as a warning; the command's one line says it."""
-    pool = logging.getLogger("urllib3.connectionpool")
-    level = pool.level
-    pool.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        pool.setLevel(level)
-
-
-def _server(cluster: KubeCluster) -> str:
-    """The apiserver's scheme, host and port (never a userinfo part)."""
-    parts = urlsplit(str(cluster.api_client.configuration.host or ""))
-    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
-
-
-def _cluster() -> KubeCluster:
-    try:
-        return configured_cluster(settings.KUBECONFIG)
-    except ClusterUnavailable as error:
-        raise CommandError(str(error)) from None
+def _cluster() -> ResyncCluster:
+    return configured_cluster(settings.KUBECONFIG)

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.wsgi import get_wsgi_application
 
 from controlplane.observations import process, serving
+from controlplane.observations.cluster_errors import cluster_errors_as_one_line
 from controlplane.observations.migrate_at_start import MigrationFailed, migrate_observation_store
 from controlplane.observations.recording import BackgroundRecorder
 from workers import metrics
@@ -68,15 +69,16 @@ class Command(BaseCommand):
         operator_settings = settings.HIKYO_OPERATOR
         recorder = BackgroundRecorder()
         try:
-            runtime = build_runtime(
-                operator_settings,
-                kubeconfig=settings.KUBECONFIG,
-                redis_url=settings.REDIS_URL,
-                record=recorder,
-                record_report=recorder.report,
-            )
+            with cluster_errors_as_one_line():
+                runtime = build_runtime(
+                    operator_settings,
+                    kubeconfig=settings.KUBECONFIG,
+                    redis_url=settings.REDIS_URL,
+                    record=recorder,
+                    record_report=recorder.report,
+                )
         except ValueError as error:
-            raise CommandError(str(error)) from error
+            raise CommandError(str(error)) from None
         scaled = settings.REDIS_URL is not None
         operator = OperatorProcess(
             runtime,

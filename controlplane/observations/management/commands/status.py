@@ -1,10 +1,10 @@
 """``manage.py status [-n NAMESPACE] [--not-ready] [-o json|wide]``: the HikyoSecrets as the
 cluster has them, like ``kubectl get hksec -A`` plus the first blocking reason.
 
-Reads the cluster (an uncached list of HikyoSecrets), never the Django observation store:
-Kubernetes is the truth. The blocking reason is the Ready rule's own first blocker (S5.2,
-``workers.engine.explain.blocking_condition``). Prints names, reasons and messages only; a
-status's cursor and stamp are never read out.
+Reads the cluster (an uncached list of HikyoSecrets through k8s/gateway.py), never the Django
+observation store: Kubernetes is the truth. The blocking reason is the Ready rule's own first
+blocker (S5.2, ``workers.engine.explain.blocking_condition``). Prints names, reasons and
+messages only; a status's cursor and stamp are never read out.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from k8s.client import api_client as build_api_client
-from k8s.gateway import GROUP, SECRETS_PLURAL, VERSION
+from controlplane.observations.cluster_errors import cluster_errors_as_one_line
+from k8s.errors import NotFound
+from k8s.gateway import KubeCluster, configured_cluster
 from workers.engine.conditions import READY
 from workers.engine.explain import blocking_condition, status_remediation
 from workers.engine.remediation import remediation, spec_context
@@ -32,17 +30,11 @@ AGES = ("AGE", "LAST DELIVERY")
 WIDE = ("TYPE", "CREDENTIAL", "KEYS", "GENERATION")
 
 
-def list_hikyosecrets(api: client.ApiClient, namespaces: list[str]) -> list[dict[str, Any]]:
-    """Uncached lists: the given namespaces, or every namespace when none is given."""
-    custom = client.CustomObjectsApi(api)
+def list_hikyosecrets(cluster: KubeCluster, namespaces: list[str]) -> list[dict[str, Any]]:
+    """Uncached lists through the gateway: the given namespaces, or every namespace."""
     if not namespaces:
-        listed = custom.list_cluster_custom_object(GROUP, VERSION, SECRETS_PLURAL)
-        return list(listed.get("items") or [])
-    items: list[dict[str, Any]] = []
-    for namespace in namespaces:
-        listed = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, SECRETS_PLURAL)
-        items.extend(listed.get("items") or [])
-    return items
+        return cluster.select_hikyosecrets(None)
+    return [cr for namespace in namespaces for cr in cluster.select_hikyosecrets(namespace)]
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -180,21 +172,20 @@ class Command(BaseCommand):
     ) -> None:
         operator_settings = settings.HIKYO_OPERATOR
         namespaces = [namespace] if namespace else list(operator_settings.namespaces)
-        api = build_api_client(settings.KUBECONFIG)  # no kubeconfig: one line (manage.py)
+        with cluster_errors_as_one_line():
+            cluster = configured_cluster(settings.KUBECONFIG)
         try:
-            items = list_hikyosecrets(api, namespaces)
-        except ApiException as error:  # never the body: it could echo the request
-            where = f" in namespace {namespace}" if namespace else ""
-            if error.status == 404:
-                raise CommandError(
-                    f"cannot list HikyoSecrets{where}: HTTP 404 (is the hikyo.dev CRD installed?)"
-                ) from error
-            detail = f"HTTP {error.status} {error.reason or ''}".rstrip()
-            raise CommandError(f"cannot list HikyoSecrets{where}: {detail}") from error
-        except (HTTPError, OSError) as error:
-            raise CommandError(f"cannot reach the cluster: {type(error).__name__}") from error
+            with cluster_errors_as_one_line(cluster.api_client):
+                try:
+                    items = list_hikyosecrets(cluster, namespaces)
+                except NotFound:
+                    where = f" in namespace {namespace}" if namespace else ""
+                    raise CommandError(
+                        f"cannot list HikyoSecrets{where}: HTTP 404 "
+                        "(is the hikyo.dev CRD installed?)"
+                    ) from None
         finally:
-            api.close()
+            cluster.api_client.close()
         now = datetime.now(UTC)
         rows = [row(cr, operator_settings.operator_namespace, now) for cr in items]
         rows.sort(key=lambda r: (r["namespace"], r["name"]))

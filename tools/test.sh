@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The README's test command. On a fresh machine it installs what the suite needs (Debian's
+# redis-server, postgresql and chromium; this package with its test extra), builds or reuses
+# the local control plane, Helm and promtool (from the Go module proxy, cached in
+# ~/.cache/hikyo-dev), then runs pytest with the 25 slowest tests printed.
+#
+#   bash tools/test.sh                      # every test, in parallel lanes (tools/lanes.py)
+#   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 3)
+#   bash tools/test.sh --fast               # only the tests that need no cluster (a minute)
+#   bash tools/test.sh tests/integration -k fault   # anything else goes to one pytest as is
+#
+# Set HIKYO_SKIP_SETUP=1 to skip the installs (a machine already set up); KUBEBUILDER_ASSETS,
+# HELM and PROMTOOL, when set, are used as they are.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+fail() { echo "tools/test.sh: $*" >&2; exit 1; }
+
+missing_packages() {
+  local missing=()
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  echo "${missing[@]:-}"
+}
+
+if [ "${HIKYO_SKIP_SETUP:-}" != "1" ]; then
+  read -r -a needed <<<"$(missing_packages)"
+  if [ "${#needed[@]}" -gt 0 ] && [ -n "${needed[0]}" ]; then
+    if [ "$(id -u)" = 0 ]; then SUDO=(); elif command -v sudo >/dev/null; then SUDO=(sudo); else
+      fail "needs the Debian packages ${needed[*]}: install them (apt-get install ${needed[*]}) or run as root"
+    fi
+    echo "installing ${needed[*]} (apt-get)" >&2
+    "${SUDO[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${needed[@]}" >/dev/null
+  fi
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+fi
+
+# Each build script prints its result's path as stdout's last line; tail reads all its input,
+# so a pipe into it cannot SIGPIPE the build.
+KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(bash tools/build-control-plane.sh | tail -n 1)}
+HELM=${HELM:-$(bash tools/build-helm.sh | tail -n 1)}
+PROMTOOL=${PROMTOOL:-$(bash tools/build-promtool.sh | tail -n 1)}
+export KUBEBUILDER_ASSETS HELM PROMTOOL
+
+case "${1:-}" in
+  "" | --lanes) exec python3 tools/lanes.py "$@" ;;
+  --fast) exec python3 -m pytest --durations=25 tests/unit tests/queue tests/chart tests/tooling \
+    tests/bench tests/devserver "${@:2}" ;;
+  *) exec python3 -m pytest --durations=25 "$@" ;;
+esac
