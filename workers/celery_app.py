@@ -107,6 +107,22 @@ def _serve_metrics(**_: Any) -> None:
     logging.getLogger(__name__).info("metrics on %s:%s", *_metrics_server.server_address[:2])
 
 
+@worker_init.connect
+def _kubeconfig_loads(**_: Any) -> None:
+    """Issue 33 item 5: a worker with no usable kubeconfig stops at its start, with the one
+    line naming KUBECONFIG, and exits non-zero, rather than run and fail every task. Loading it
+    reads files only: an apiserver that is down does not stop the worker."""
+    from django.conf import settings
+
+    from k8s.client import KubeconfigUnusable, api_client
+
+    try:
+        api_client(settings.KUBECONFIG).close()
+    except KubeconfigUnusable as error:
+        logging.getLogger(__name__).critical("%s", error)
+        raise SystemExit(1) from None  # as _migrate_before_work: celery ignores an Exception
+
+
 _slot_advertiser: Any = None
 
 

@@ -16,6 +16,21 @@ from tests.conftest import SKIP_INTEGRATION
 from tests.support.processes import RedisServer, Service, free_port, locate_redis_server
 from tests.support.waiting import wait_for
 
+UNREACHED_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+def _kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(UNREACHED_KUBECONFIG)
+    return str(path)
+
 
 def _worker(tmp_path: Path, redis_url: str, database_url: str) -> Service:
     argv = [
@@ -30,6 +45,7 @@ def _worker(tmp_path: Path, redis_url: str, database_url: str) -> Service:
         "HIKYO_OPERATOR_NAMESPACE": "hikyo-system",
         "HIKYO_OPERATOR_DATA_DIR": str(tmp_path / "data"),
         "HIKYO_OPERATOR_METRICS_ADDR": f"127.0.0.1:{free_port()}",
+        "KUBECONFIG": _kubeconfig(tmp_path),  # loaded at the start, never reached here
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     return Service("worker", argv, tmp_path / "worker.log", env)
