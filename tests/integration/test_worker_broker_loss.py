@@ -15,21 +15,7 @@ from pathlib import Path
 from tests.conftest import SKIP_INTEGRATION
 from tests.support.processes import RedisServer, Service, free_port, locate_redis_server
 from tests.support.waiting import wait_for
-
-UNREACHED_KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: not-a-real-token}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
-
-
-def _kubeconfig(tmp_path: Path) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(UNREACHED_KUBECONFIG)
-    return str(path)
+from tests.unit.test_metrics_boot import _kubeconfig
 
 
 def _worker(tmp_path: Path, redis_url: str, database_url: str) -> Service:
