@@ -49,7 +49,7 @@ def _unbounded(kubeconfig: str | None) -> client.ApiClient:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
         return client.ApiClient(configuration)
-    except config.ConfigException:
+    except (config.ConfigException, OSError):  # not a pod, or its token file unreadable
         default = os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)
         return _from_file(
             default, f"KUBECONFIG is not set, this is not a pod, and {_shown(default)}"

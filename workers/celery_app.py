@@ -4,10 +4,13 @@ worker's /metrics (S8.6); once ready, it advertises its slots to the leader."""
 
 import logging
 import os
+import warnings
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import (
+    celeryd_after_setup,
     worker_init,
     worker_process_shutdown,
     worker_ready,
@@ -42,6 +45,17 @@ app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.worker_consumer = f"{__name__}:ConsumerWithoutGossip"
 app.autodiscover_tasks(["workers"], related_name="tasks")
+
+
+@celeryd_after_setup.connect
+def _no_warning_for_kept_runs(**_: Any) -> None:
+    """Running reconciles are kept on a lost connection on purpose (controlplane/settings.py
+    says why); Celery still warns about that choice, in nine lines, on every Redis loss
+    (issue 33 item 5). Set here: the worker's logging set-up, just before, turns Celery's own
+    warnings to 'always'."""
+    warnings.filterwarnings(
+        "ignore", category=CPendingDeprecationWarning, module=r"celery\.worker\.consumer\."
+    )
 
 
 @worker_init.connect
@@ -91,6 +105,22 @@ def _serve_metrics(**_: Any) -> None:
         )
         raise SystemExit(1) from None
     logging.getLogger(__name__).info("metrics on %s:%s", *_metrics_server.server_address[:2])
+
+
+@worker_init.connect
+def _kubeconfig_loads(**_: Any) -> None:
+    """Issue 33 item 5: a worker with no usable kubeconfig stops at its start, with the one
+    line naming KUBECONFIG, and exits non-zero, rather than run and fail every task. Loading it
+    reads files only: an apiserver that is down does not stop the worker."""
+    from django.conf import settings
+
+    from k8s.client import KubeconfigUnusable, api_client
+
+    try:
+        api_client(settings.KUBECONFIG).close()
+    except KubeconfigUnusable as error:
+        logging.getLogger(__name__).critical("%s", error)
+        raise SystemExit(1) from None  # as _migrate_before_work: celery ignores an Exception
 
 
 _slot_advertiser: Any = None
