@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .decide_answer import now_text, secret_write_failed, settle_secret
+from .decide_after_fetch import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
 from .errors import AlreadyExists, Forbidden, KubeError
 from .force_sync import requested_value
@@ -67,7 +67,7 @@ def apply(
     stored = observed.status
     applied = Applied(outcome, list(stored.get("conditions") or []))
     if outcome.write_status and observed.cr is not None:
-        outcome.conditions = {**dict.fromkeys(plan.passed), **outcome.conditions}
+        outcome = outcome.with_passed(plan.passed)
         if plan.full_run:  # a forced sync is handled by a full reconcile only
             outcome.forced_sync = requested_value(observed.cr)
         applied = _write_status(cluster, observed, outcome, settings, now)

@@ -22,7 +22,7 @@ from urllib3.exceptions import HTTPError
 
 from k8s.errors import KubeError, describe
 from workers.engine.decide import decide_before_fetch
-from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.explain import explain
 from workers.engine.fetch import fetch as fetch_once
 from workers.engine.observe import observe
