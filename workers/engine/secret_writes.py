@@ -21,7 +21,6 @@ class Written:
     """The write held (or was not needed): the verified Secret, None when it is absent."""
 
     secret: SecretObject | None = None
-    changed: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class SecretWriter:
         Byte-identical data skips the write (S4.8.2, S4.17).
         """
         if target is not None and target.data == data:
-            return Written(target, changed=False)
+            return Written(target)
         try:
             if target is None:
                 written = self.cluster.create_secret(
@@ -110,7 +109,7 @@ class SecretWriter:
             return WriteFailed(
                 f"Secret {spec.target_name} did not read back as written (verification failed)"
             )
-        return Written(written, changed=True)
+        return Written(written)
 
     def empty(self, spec: SecretSpec) -> WriteResult:
         """S4.10.1: the Opaque target with no data; ``Written(None)`` when it stays absent."""
@@ -141,7 +140,7 @@ class SecretWriter:
             )
         after = self.cluster.get_secret(spec.namespace, spec.target_name)
         if after is None:
-            return Written(None, changed=True)
+            return Written(None)
         if after.uid == current.uid:
             return WriteFailed(f"deletion of Secret {spec.target_name} is still pending")
         return WriteFailed(
@@ -161,4 +160,4 @@ class SecretWriter:
         after = self.cluster.get_secret(namespace, target_name)
         if after is not None and after.controlled_by(cr_uid):
             return WriteFailed(f"Secret {target_name} is still controlled after release")
-        return Written(after, changed=True)
+        return Written(after)
