@@ -16,7 +16,7 @@ from typing import Any
 from tests.support.factories import DELETE, make_hikyosecret
 from workers.engine.binding import CredentialIdentity, binding_digest
 from workers.engine.decide import decide_before_fetch
-from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.fetched import DeliveredKey, Delivery, FetchOutcome, FetchResult
 from workers.engine.observed import Observed
 from workers.engine.plan import FetchAttempt, FetchPlan, Needs, Now, Plan, Stop

@@ -17,7 +17,7 @@ from tests.unit.decide_fixtures import (
     planned,
 )
 from workers.engine.apply import apply, create_stamp_root
-from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.decide_rollout import decide_rollout_only
 from workers.engine.errors import AlreadyExists, Forbidden
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION

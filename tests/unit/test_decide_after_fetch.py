@@ -47,7 +47,7 @@ from tests.unit.decide_fixtures import (
     workload,
 )
 from workers.engine.conditions import merge_conditions
-from workers.engine.decide_answer import (
+from workers.engine.decide_after_fetch import (
     NotAFetch,
     decide_after_fetch,
     secret_write_failed,

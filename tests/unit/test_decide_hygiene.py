@@ -50,7 +50,7 @@ from tests.unit.decide_fixtures import (
     with_status,
     workload,
 )
-from workers.engine.decide_answer import settle_secret
+from workers.engine.decide_after_fetch import settle_secret
 from workers.engine.decide_rollout import settle_rollout
 from workers.engine.fetched import FetchOutcome
 from workers.engine.observed import UNREAD, ForbiddenRead, Observed

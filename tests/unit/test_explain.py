@@ -29,7 +29,7 @@ from tests.unit.decide_fixtures import (
     with_status,
 )
 from workers.engine.conditions import ready_condition
-from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.explain import STEPS, blocking_condition, explain, status_remediation
 from workers.engine.fetched import FetchOutcome, FetchResult
 from workers.engine.observed import UNREAD, ForbiddenRead

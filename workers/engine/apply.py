@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .decide_answer import now_text, secret_write_failed, settle_secret
+from .decide_after_fetch import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
 from .errors import AlreadyExists, Forbidden, KubeError
 from .force_sync import requested_value
@@ -26,7 +26,7 @@ from .plan import FetchPlan, Now, Plan, RolloutPlan, Stop, StoreNote
 from .ports import Cluster, CoordinationStore, Event, SecretObject
 from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
-from .secret_writes import NotOwned, SecretWriter, WriteFailed
+from .secret_writes import NotOwned, SecretWriter, WriteFailed, WriteResult, Written
 from .settings import OperatorSettings
 from .stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET
 from .status import desired_status, status_differs
@@ -67,7 +67,7 @@ def apply(
     stored = observed.status
     applied = Applied(outcome, list(stored.get("conditions") or []))
     if outcome.write_status and observed.cr is not None:
-        outcome.conditions = {**dict.fromkeys(plan.passed), **outcome.conditions}
+        outcome = outcome.with_passed(plan.passed)
         if plan.full_run:  # a forced sync is handled by a full reconcile only
             outcome.forced_sync = requested_value(observed.cr)
         applied = _write_status(cluster, observed, outcome, settings, now)
@@ -141,10 +141,9 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
     action = plan.secret
     writer = SecretWriter(cluster)
     if action is not None and action.kind == "release":  # R1, S4.14.3
-        try:
-            writer.release(action.namespace, action.name, action.cr_uid)
-        except WriteFailed as error:
-            return release_failed(action.name, str(error))
+        released = writer.release(action.namespace, action.name, action.cr_uid)
+        if isinstance(released, WriteFailed):
+            return release_failed(action.name, released.cause)
     if plan.finalizers is not None:  # R1, R2
         cluster.patch_hikyosecret_finalizers(
             observed.namespace,
@@ -155,28 +154,27 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
     if action is not None and action.kind == "release":
         return outcome
     if action is not None:
-        try:
-            written = _write_secret(writer, plan)
-        except WriteFailed as error:
-            return secret_write_failed(str(error))
-        except NotOwned:
+        result = _write_secret(writer, plan)
+        if isinstance(result, WriteFailed):
+            return secret_write_failed(result.cause)
+        if isinstance(result, NotOwned):
             return not_owned(action.name)
-        outcome = settle_secret(plan, written)
+        outcome = settle_secret(plan, result.secret)
     if plan.rollout is not None:  # S4.9 step 2
         outcome = settle_rollout(outcome, plan.rollout, _patch_stamps(cluster, plan.rollout))
     return outcome
 
 
-def _write_secret(writer: SecretWriter, plan: Plan) -> SecretObject | None:
+def _write_secret(writer: SecretWriter, plan: Plan) -> WriteResult:
     action = plan.secret
     assert action is not None and action.spec is not None
     if action.kind == "converge":
-        written, _ = writer.converge(action.spec, action.target, action.data)
-        return written
+        return writer.converge(action.spec, action.target, action.data)
     if action.kind == "empty":
         return writer.empty(action.spec)
-    writer.delete_typed(action.spec)
-    return None
+    deleted = writer.delete_typed(action.spec)
+    # settle_secret reads "no Secret" after a deletion, whatever the read-back found
+    return Written(None) if isinstance(deleted, Written) else deleted
 
 
 def _patch_stamps(cluster: Cluster, rollout: RolloutPlan) -> list[str]:

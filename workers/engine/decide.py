@@ -43,10 +43,9 @@ class _Steps:
         self.step = "R0"  # the S4.2 step being decided
 
     def stop(self, outcome: Outcome, **plan: Any) -> Stop:
-        if outcome.write_status:
-            outcome.conditions = {**dict.fromkeys(self.passed), **outcome.conditions}
         passed, step = tuple(self.passed), self.step
-        return Stop(Plan(outcome=outcome, passed=passed, step=step, full_run=True, **plan))
+        finished = outcome.with_passed(passed)
+        return Stop(Plan(outcome=finished, passed=passed, step=step, full_run=True, **plan))
 
     def need(self, read: Read) -> Stop | Needs:
         """The read a step needs; S4.15 when that read was the one answered 403."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .conditions import READY, Condition, first_blocker, merge_conditions
-from .decide_answer import now_text
+from .decide_after_fetch import now_text
 from .loader_control import unacknowledged_delivered
 from .observed import Observed
 from .outcome import Outcome

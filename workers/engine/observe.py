@@ -47,6 +47,9 @@ def observe(
     every run reads it."""
     observed = Observed(namespace, name, forced_full, read_cr(cluster, namespace, name, uid))
     reader = _Reader(cluster, store, settings, server_for, recent_root)
+    # The R-table runs again after each read, on purpose: which read comes next (or none) is
+    # the decision's, and only the steps before a read may say it is needed (S4.2). The steps
+    # are pure and cheap next to the read each pass makes.
     while isinstance(needed := decide_before_fetch(observed, settings, now), Needs):
         observed = reader.read(observed, needed.read)
     return observed

@@ -7,7 +7,8 @@ step writes the status once, last (S4.9).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .conditions import SYNCED, Condition
@@ -42,6 +43,13 @@ class Outcome:
     fetched: bool = False
     wrote_secret: bool = False
     forced_sync: str | None = None  # the hikyo.dev/force-sync value this run handles
+
+    def with_passed(self, passed: Iterable[str]) -> Outcome:
+        """S5.4: the passed steps remove their conditions unless this outcome sets them; an
+        outcome that writes no status is left as it is."""
+        if not self.write_status:
+            return self
+        return replace(self, conditions={**dict.fromkeys(passed), **self.conditions})
 
     def clearing_cursor(self) -> Outcome:
         for name in CURSOR_FIELDS:

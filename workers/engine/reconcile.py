@@ -1,7 +1,7 @@
 """One reconcile of one HikyoSecret, as the S4.2 table reads: observe → decide before the fetch
 (R0-R14) → fetch (R15) → decide on the answer (R16) → apply (S4.9) → what happened.
 
-The decisions are pure (``decide``, ``decide_answer``); ``observe`` only reads, ``fetch`` only
+The decisions are pure (``decide``, ``decide_after_fetch``); ``observe`` only reads, ``fetch`` only
 talks to the Hikyo server, ``apply`` is the only writer. Every path ends in an ``Outcome``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from .apply import Applied, apply, create_stamp_root
 from .decide import decide_before_fetch, resync_seconds_of
-from .decide_answer import decide_after_fetch
+from .decide_after_fetch import decide_after_fetch
 from .decide_rollout import decide_rollout_only
 from .durations import DEFAULT_RESYNC_SECONDS
 from .errors import Forbidden, KubeError

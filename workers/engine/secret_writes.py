@@ -3,23 +3,41 @@
 write is verified by an uncached read.
 
 Never adopt: only absent names are created, only controlled Secrets updated or deleted.
+What a write reveals is a value (``WriteResult``); a 403 still rises from the port, for
+``apply`` to turn into S4.15.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from .errors import AlreadyExists, Conflict, EngineError, Forbidden, KubeError, NotFound
+from .errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
 from .ports import HIKYO_API_VERSION, Cluster, SecretObject
 from .spec import SecretSpec
 
 
-class WriteFailed(EngineError):
-    """A write or its verification failed; the message names the Secret, never its data."""
+@dataclass(frozen=True)
+class Written:
+    """The write held (or was not needed): the verified Secret, None when it is absent."""
+
+    secret: SecretObject | None = None
 
 
-class NotOwned(EngineError):
+@dataclass(frozen=True)
+class WriteFailed:
+    """A write or its verification failed; the cause names the Secret, never its data."""
+
+    cause: str
+
+
+@dataclass(frozen=True)
+class NotOwned:
     """The target exists but is not controlled by this CR (S4.8.3)."""
+
+    name: str
+
+
+WriteResult = Written | WriteFailed | NotOwned
 
 
 def owner_reference(spec: SecretSpec) -> dict[str, object]:
@@ -40,13 +58,13 @@ class SecretWriter:
 
     def converge(
         self, spec: SecretSpec, target: SecretObject | None, data: dict[str, bytes]
-    ) -> tuple[SecretObject, bool]:
-        """Creates or updates the target to exactly ``data``; returns (verified Secret, changed).
+    ) -> Written | WriteFailed:
+        """Creates or updates the target to exactly ``data``, verified.
 
         Byte-identical data skips the write (S4.8.2, S4.17).
         """
         if target is not None and target.data == data:
-            return target, False
+            return Written(target)
         try:
             if target is None:
                 written = self.cluster.create_secret(
@@ -61,23 +79,24 @@ class SecretWriter:
             else:
                 written = self.cluster.replace_secret(replace(target, data=data))
         except AlreadyExists:
-            raise WriteFailed(
+            return WriteFailed(
                 f"Secret {spec.target_name} appeared while it was being created; it is never "
                 "adopted"
-            ) from None
+            )
         except Conflict:
-            raise WriteFailed(
+            return WriteFailed(
                 f"Secret {spec.target_name} changed while it was being written "
                 "(resourceVersion conflict)"
-            ) from None
+            )
         except Forbidden:
             raise
         except KubeError as error:
-            raise WriteFailed(f"writing Secret {spec.target_name} failed: {error}") from None
-        self._verify(spec, written, data)
-        return written, True
+            return WriteFailed(f"writing Secret {spec.target_name} failed: {error}")
+        return self._verify(spec, written, data)
 
-    def _verify(self, spec: SecretSpec, written: SecretObject, data: dict[str, bytes]) -> None:
+    def _verify(
+        self, spec: SecretSpec, written: SecretObject, data: dict[str, bytes]
+    ) -> Written | WriteFailed:
         """S4.8.4: controlled, same UID, desired type, byte-identical data."""
         current = self.cluster.get_secret(spec.namespace, spec.target_name)
         if (
@@ -87,27 +106,27 @@ class SecretWriter:
             or current.type != spec.target_type
             or current.data != data
         ):
-            raise WriteFailed(
+            return WriteFailed(
                 f"Secret {spec.target_name} did not read back as written (verification failed)"
             )
+        return Written(written)
 
-    def empty(self, spec: SecretSpec) -> SecretObject | None:
-        """S4.10.1: the Opaque target with no data; None when it is (and stays) absent."""
+    def empty(self, spec: SecretSpec) -> WriteResult:
+        """S4.10.1: the Opaque target with no data; ``Written(None)`` when it stays absent."""
         current = self.cluster.get_secret(spec.namespace, spec.target_name)
         if current is None:
-            return None
+            return Written(None)
         if not current.controlled_by(spec.uid):
-            raise NotOwned(spec.target_name)
-        written, _ = self.converge(spec, current, {})
-        return written
+            return NotOwned(spec.target_name)
+        return self.converge(spec, current, {})
 
-    def delete_typed(self, spec: SecretSpec) -> None:
+    def delete_typed(self, spec: SecretSpec) -> WriteResult:
         """S4.10.2 steps 1-3: delete with UID and resourceVersion preconditions, prove absence."""
         current = self.cluster.get_secret(spec.namespace, spec.target_name)
         if current is None:
-            return
+            return Written(None)
         if not current.controlled_by(spec.uid):
-            raise NotOwned(spec.target_name)
+            return NotOwned(spec.target_name)
         try:
             self.cluster.delete_secret(
                 spec.namespace, spec.target_name, current.uid, current.resource_version
@@ -115,29 +134,30 @@ class SecretWriter:
         except NotFound:
             pass
         except Conflict:
-            raise WriteFailed(
+            return WriteFailed(
                 f"Secret {spec.target_name} changed before it could be deleted "
                 "(UID/resourceVersion precondition failed)"
-            ) from None
+            )
         after = self.cluster.get_secret(spec.namespace, spec.target_name)
         if after is None:
-            return
+            return Written(None)
         if after.uid == current.uid:
-            raise WriteFailed(f"deletion of Secret {spec.target_name} is still pending")
-        raise WriteFailed(
+            return WriteFailed(f"deletion of Secret {spec.target_name} is still pending")
+        return WriteFailed(
             f"a replacement Secret {spec.target_name} (new UID) appeared; it is never deleted"
         )
 
-    def release(self, namespace: str, target_name: str, cr_uid: str) -> None:
+    def release(self, namespace: str, target_name: str, cr_uid: str) -> Written | WriteFailed:
         """S4.14.3: drop only this CR's ownerReference, then verify it no longer controls it."""
         current = self.cluster.get_secret(namespace, target_name)
         if current is None or current.deleting or not current.controlled_by(cr_uid):
-            return
+            return Written(current)
         kept = [r for r in current.owner_references if r.get("uid") != cr_uid]
         try:
             self.cluster.replace_secret(replace(current, owner_references=kept))
         except KubeError as error:
-            raise WriteFailed(f"releasing Secret {target_name} failed: {error}") from None
+            return WriteFailed(f"releasing Secret {target_name} failed: {error}")
         after = self.cluster.get_secret(namespace, target_name)
         if after is not None and after.controlled_by(cr_uid):
-            raise WriteFailed(f"Secret {target_name} is still controlled after release")
+            return WriteFailed(f"Secret {target_name} is still controlled after release")
+        return Written(after)

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from controlplane.observations.cluster_errors import cluster_errors_as_one_line
 from workers.engine.decide import decide_before_fetch
-from workers.engine.decide_answer import decide_after_fetch
+from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.explain import explain
 from workers.engine.fetch import fetch as fetch_once
 from workers.engine.observe import observe

@@ -57,8 +57,7 @@ def decide_after_fetch(
     plan.passed = fetch.passed
     plan.step = "R15" if attempt.gate is not None else "R16"
     plan.full_run = True
-    if plan.outcome.write_status:
-        plan.outcome.conditions = {**dict.fromkeys(fetch.passed), **plan.outcome.conditions}
+    plan.outcome = plan.outcome.with_passed(fetch.passed)
     return plan
 
 
