@@ -13,6 +13,7 @@ import pytest
 
 from controlplane.settings import SQLITE_FILE
 from tests.support import operator_harness
+from tests.support.kube import unreached_kubeconfig
 from tests.support.operator_harness import Operator, populate, ready_count
 from tests.support.waiting import wait_for
 
@@ -88,7 +89,7 @@ def test_run_operator_on_a_fresh_data_dir_migrates_and_records(
 @pytest.mark.timeout(120)
 def test_a_celery_worker_migrates_a_fresh_data_dir_before_it_works(tmp_path, monkeypatch):
     """No Redis (the in-memory broker) and no cluster: only the worker_init migrate runs."""
-    operator = _unmigrated_operator(tmp_path, tmp_path / "unused-kubeconfig", monkeypatch)
+    operator = _unmigrated_operator(tmp_path, unreached_kubeconfig(tmp_path), monkeypatch)
     database = tmp_path / "data" / SQLITE_FILE
     try:
         worker = operator.start_worker("w1")
@@ -116,7 +117,7 @@ def test_workers_starting_together_on_postgresql_take_turns_to_migrate(
         connection.execute(f"CREATE DATABASE {name} OWNER {postgres_server.ROLE}")
     dsn = postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
     operator = _unmigrated_operator(
-        tmp_path, tmp_path / "unused-kubeconfig", monkeypatch, database_url=dsn
+        tmp_path, unreached_kubeconfig(tmp_path), monkeypatch, database_url=dsn
     )
     try:
         workers = [operator.start_worker(f"w{i}") for i in range(3)]

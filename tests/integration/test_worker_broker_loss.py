@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from tests.conftest import SKIP_INTEGRATION
+from tests.support.kube import unreached_kubeconfig
 from tests.support.processes import RedisServer, Service, free_port, locate_redis_server
 from tests.support.waiting import wait_for
-from tests.unit.test_metrics_boot import _kubeconfig
 
 
 def _worker(tmp_path: Path, redis_url: str, database_url: str) -> Service:
@@ -31,7 +31,7 @@ def _worker(tmp_path: Path, redis_url: str, database_url: str) -> Service:
         "HIKYO_OPERATOR_NAMESPACE": "hikyo-system",
         "HIKYO_OPERATOR_DATA_DIR": str(tmp_path / "data"),
         "HIKYO_OPERATOR_METRICS_ADDR": f"127.0.0.1:{free_port()}",
-        "KUBECONFIG": _kubeconfig(tmp_path),  # loaded at the start, never reached here
+        "KUBECONFIG": str(unreached_kubeconfig(tmp_path)),  # loaded at the start, never reached
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     return Service("worker", argv, tmp_path / "worker.log", env)

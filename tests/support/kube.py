@@ -30,3 +30,22 @@ def unreachable_kubeconfig(kubeconfig: Path, tmp_path: Path) -> Path:
     path = tmp_path / "unreachable.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+UNREACHED_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+def unreached_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig a process loads at its start (a worker stops without one) for a test that
+    never lets it reach a cluster."""
+    path = tmp_path / "unreached.kubeconfig"
+    path.write_text(UNREACHED_KUBECONFIG)
+    return path
+

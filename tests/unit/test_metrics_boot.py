@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kube import unreached_kubeconfig
 from tests.unit.test_invalid_settings_at_boot import (
     _assert_one_line_refusal,
     _clean_environ,
     _run,
 )
-
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: not-a-real-token}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 
 
 @pytest.mark.parametrize("value", ["notaport", ":0", "host:99999", "a b:8080"])
@@ -47,9 +39,7 @@ def test_celery_worker_refuses_a_bad_metrics_address_in_one_line(tmp_path):
 
 
 def _kubeconfig(tmp_path: Path) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(KUBECONFIG)
-    return str(path)
+    return str(unreached_kubeconfig(tmp_path))
 
 
 def test_run_operator_stops_in_one_line_when_the_metrics_port_is_taken(tmp_path):
