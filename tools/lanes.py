@@ -54,7 +54,7 @@ def split(files: list[str], lanes: int, seconds: dict[str, float]) -> list[list[
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lanes", type=int, default=3, help="integration lanes (default 3)")
+    parser.add_argument("--lanes", type=int, default=4, help="integration lanes (default 4)")
     parser.add_argument(
         "--record", action="store_true", help="write each file's measured seconds to the table"
     )

@@ -5,7 +5,7 @@
 # ~/.cache/hikyo-dev), then runs pytest with the 25 slowest tests printed.
 #
 #   bash tools/test.sh                      # every test, in parallel lanes (tools/lanes.py)
-#   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 3)
+#   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 4)
 #   bash tools/test.sh --fast               # only the tests that need no cluster (a minute)
 #   bash tools/test.sh tests/integration -k fault   # anything else goes to one pytest as is
 #
