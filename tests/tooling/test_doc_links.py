@@ -11,7 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"\[[^\]]*\]\(([^)]*)\)")
+# A target is one word, optionally followed by a quoted title; anything else is not a link.
+TARGET = re.compile(r'(\S+)(?:\s+"[^"]*")?')
 FENCE = re.compile(r"^(```|~~~)")
 
 
@@ -48,7 +50,12 @@ def anchors(text: str) -> set[str]:
 
 def broken_links(page: Path, root: Path = REPO) -> list[str]:
     broken = []
-    for target in links(page.read_text(encoding="utf-8")):
+    for written in links(page.read_text(encoding="utf-8")):
+        well_formed = TARGET.fullmatch(written.strip())
+        if not well_formed:
+            broken.append(f"{written} (not a link target)")
+            continue
+        target = well_formed.group(1)
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         path_part, _, fragment = target.partition("#")
@@ -77,6 +84,7 @@ def test_a_broken_link_and_a_missing_heading_are_found(tmp_path: Path):
     page.write_text(
         "[ok](other.md#real-heading) [ok2](other.md#twice-1) [gone](missing.md) "
         "[nohead](other.md#nope) `[code](ignored.md)` [out](../x.md)\n"
+        '[titled](other.md "Other") [prose](the end of this page)\n'
         "```\n[fenced](ignored.md)\n```\n"
     )
     (tmp_path.parent / "x.md").write_text("# x\n")
@@ -84,6 +92,7 @@ def test_a_broken_link_and_a_missing_heading_are_found(tmp_path: Path):
         "missing.md (no such file)",
         "other.md#nope (no such heading)",
         "../x.md (outside the repository)",
+        "the end of this page (not a link target)",
     ]
 
 
