@@ -12,7 +12,8 @@ keyed queue, where the order is kept. Within the window, each task's broker prio
 
 Workers say how many tasks they run at once (``SlotAdvertiser``, from each worker's main
 process); the leader adds up the live ones (``WorkerSlots``). A worker that stops saying so
-drops out after ``SLOTS_TTL_SECONDS``; with none, the window is the spare round alone, so a
+drops out after ``SLOTS_TTL_SECONDS`` and counts as dead: the keys it held are handed out again
+(workers/queue/orphans.py). With no live worker, the window is the spare round alone, so a
 worker of an older release (which does not advertise) is still served.
 """
 
@@ -128,9 +129,13 @@ class SlotAdvertiser(threading.Thread):
             self._failing = None
         self.advertised += 1
 
+    def drain(self) -> None:
+        """From now on: no slots, but still alive (its running tasks hold their keys)."""
+        self.slots = 0
+        self.advertise_once()
+
     def stop(self) -> None:
-        """Stops advertising and withdraws the slots; once is enough (a worker calls it as its
-        shutdown begins and again as it ends)."""
+        """Stops advertising and withdraws the slots; once is enough."""
         if self.withdrawn:
             return
         self.stop_event.set()

@@ -108,6 +108,15 @@ def _serve_metrics(**_: Any) -> None:
 
 
 @worker_init.connect
+def _name_this_worker(sender: Any = None, **_: Any) -> None:
+    """Before the pool forks: the name this worker's slots and its runs' locks carry, so the
+    leader can tell its runs apart once it is gone (workers/queue/orphans.py)."""
+    from workers.runtime import name_this_worker
+
+    name_this_worker(str(getattr(sender, "hostname", None) or "celery"))
+
+
+@worker_init.connect
 def _kubeconfig_loads(**_: Any) -> None:
     """Issue 33 item 5: a worker with no usable kubeconfig stops at its start, with the one
     line naming KUBECONFIG, and exits non-zero, rather than run and fail every task. Loading it
@@ -138,7 +147,7 @@ def _advertise_slots(sender: Any = None, **_: Any) -> None:
     from django.conf import settings
 
     from workers.broker_window import SlotAdvertiser
-    from workers.runtime import build_queue
+    from workers.runtime import build_queue, name_this_worker
 
     controller = getattr(sender, "controller", None)
     slots = getattr(controller, "concurrency", None)
@@ -149,7 +158,8 @@ def _advertise_slots(sender: Any = None, **_: Any) -> None:
         metrics.set_max_concurrent_reconciles(slots)
     if not isinstance(slots, int) or not hostname or not settings.REDIS_URL:
         return
-    _slot_advertiser = SlotAdvertiser(build_queue(settings.REDIS_URL), str(hostname), slots)
+    store = build_queue(settings.REDIS_URL)
+    _slot_advertiser = SlotAdvertiser(store, name_this_worker(str(hostname)), slots)
     _slot_advertiser.start()
 
 
@@ -168,11 +178,17 @@ def _stop_serving_metrics(**_: Any) -> None:
 
 
 @worker_shutting_down.connect
+def _no_more_slots(**_: Any) -> None:
+    """A stopping worker takes no new task, so its slots go as its shutdown begins (SIGTERM),
+    not once its last task has ended: a warm shutdown can outlast the pod's grace period. It
+    still says it lives until then, so its running tasks keep their keys; a SIGKILL before the
+    end lets the advertisement expire, and the leader hands those keys out again."""
+    if _slot_advertiser is not None:
+        _slot_advertiser.drain()
+
+
 @worker_shutdown.connect
 def _withdraw_slots(**_: Any) -> None:
-    """A stopping worker takes no new task, so its slots are withdrawn as its shutdown begins
-    (SIGTERM), not once its last task has ended: a warm shutdown can outlast the pod's grace
-    period, and a SIGKILL then would leave its slots in the leader's window until their TTL.
-    The shutdown's end asks again, for a stop that began elsewhere; ``stop`` acts once."""
+    """The pool has stopped (its tasks ended): the worker is gone without leaving keys."""
     if _slot_advertiser is not None:
         _slot_advertiser.stop()

@@ -1,8 +1,10 @@
 """The leader's loop: due keys from the keyed queue go to workers (S4.1.5).
 
 Embedded mode hands tickets to a thread pool in this process; scaled mode sends Celery tasks
-that carry only (namespace, name, uid). Keys dispatched but never finished (a lost message, a
-worker killed with SIGKILL) become due again after ``stale_after`` seconds, so nothing is lost.
+that carry only (namespace, name, uid). The keys a worker that died had taken or prefetched are
+due again as soon as its slot advertisement expires (workers/queue/orphans.py); keys dispatched
+but never finished for any other reason (a lost message) after ``stale_after`` seconds. So
+nothing is lost.
 
 The loop never sleeps while a slot is free and a key is due: it takes again at once after a
 round that filled every free slot, and a finished run (``wake``) ends its wait, so a slot does
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from .queue.base import KeyedQueue, Ticket
+from .queue.orphans import orphaned
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ class Dispatcher(threading.Thread):
         *,
         capacity: Callable[[], int] = lambda: 100,
         on_store_lost: Callable[[], None] = lambda: None,
+        workers_gone: Callable[[], frozenset[str]] = frozenset,
         stale_after: float = STALE_AFTER_SECONDS,
         tick: float = TICK_SECONDS,
         housekeeping_every: float = STALE_CHECK_EVERY,
@@ -45,6 +49,8 @@ class Dispatcher(threading.Thread):
         self.capacity, self.stale_after, self.tick = capacity, stale_after, tick
         self.housekeeping_every = housekeeping_every
         self.on_store_lost = on_store_lost
+        self.workers_gone = workers_gone  # scaled mode: read where the workers advertise
+        self._gone_seen: frozenset[str] = frozenset()
         self.dispatched = 0
         self.housekept = 0  # housekeeping rounds done (tests wait on it)
         self.store_error: str | None = None  # shown by /readyz while the store is unreachable
@@ -93,9 +99,25 @@ class Dispatcher(threading.Thread):
                 self._wake.wait(self.tick)
 
     def _housekeeping(self) -> None:
+        self._hand_out_what_dead_workers_left()
         again = self.queue.redispatch_stale(self.stale_after)
         if again:
             log.warning("%d dispatched keys never finished; due again", again)
         if not self.queue.mark_generation():  # S8.4: the store came back empty
             log.warning("%s store was lost; re-enqueueing every HikyoSecret in reach", self.what)
             self.on_store_lost()
+
+    def _hand_out_what_dead_workers_left(self) -> None:
+        gone = self.workers_gone()
+        newly_gone = gone - self._gone_seen
+        runs = orphaned(self.queue.dispatched_runs(), gone, bool(newly_gone))
+        again = self.queue.redispatch(runs) if runs else 0
+        self._gone_seen = gone  # only once handed out: a store error retries the whole round
+        if newly_gone:
+            log.warning(
+                "Celery workers gone without stopping: %s; %d of their keys due again",
+                ", ".join(sorted(newly_gone)),
+                again,
+            )
+        elif again:
+            log.warning("%d keys of Celery workers gone without stopping due again", again)

@@ -266,12 +266,14 @@ class OperatorProcess:
         from .dispatcher import Dispatcher
 
         router = self.router
+        workers_gone = self.runtime.queue.workers_gone  # where the workers advertise, for both
         self.dispatcher = Dispatcher(
             self.runtime.queue,
             self._submit,
             leading,
             capacity=self._capacity,
             on_store_lost=lambda: router.reenqueue_all(),
+            workers_gone=workers_gone,
         )
         self.dispatcher.start()
         if settings.status_reporting:
@@ -281,6 +283,7 @@ class OperatorProcess:
                 leading,
                 capacity=self._report_capacity,
                 on_store_lost=router.reschedule_reports,
+                workers_gone=workers_gone,
                 what="report-queue",
             )
             self.report_dispatcher.start()

@@ -23,6 +23,7 @@ from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
 from .fencing import Fence, FencedCluster, FencedStore
 from .queue.base import KeyedQueue
+from .queue.orphans import incarnation, run_owner
 
 Recorder = Callable[[RunResult, datetime, float], None]
 
@@ -31,7 +32,21 @@ def _no_recording(*args: Any) -> None:
     return None
 
 
+_incarnation: str | None = None  # a Celery worker's name for this life (orphans.incarnation)
+
+
+def name_this_worker(node_name: str) -> str:
+    """A Celery worker's main process names its life once, before its pool forks: its slots
+    are advertised under that name and its pool's runs own their locks under it."""
+    global _incarnation
+    if _incarnation is None:
+        _incarnation = incarnation(node_name)
+    return _incarnation
+
+
 def worker_identity() -> str:
+    if _incarnation is not None:
+        return run_owner(_incarnation)
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 

@@ -16,7 +16,14 @@ import pytest
 from tests.support.clocks import FakeClock
 from workers.engine.outcome import Requeue
 from workers.keys import ObjectKey
-from workers.queue.base import KeyedQueue, Lock, Priority, Ticket
+from workers.queue.base import (
+    GONE_KEPT_SECONDS,
+    DispatchedRun,
+    KeyedQueue,
+    Lock,
+    Priority,
+    Ticket,
+)
 
 APP = ObjectKey("team-a", "app", "0b5e1f0c-0000-4000-8000-000000000001")
 WEB = ObjectKey("team-a", "web", "0b5e1f0c-0000-4000-8000-000000000002")
@@ -478,6 +485,68 @@ class KeyedQueueContract:
         assert queue.live_slots() == (0, 0)
         queue.advertise_slots("celery@worker-b", 1, ttl=30)  # a worker back after expiry
         assert queue.live_slots() == (1, 1)
+
+    def test_an_expired_advertisement_is_a_worker_gone_and_a_withdrawn_one_is_not(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.advertise_slots("celery@a~1", 2, ttl=30)
+        queue.advertise_slots("celery@b~1", 2, ttl=30)
+        assert queue.workers_gone() == frozenset()
+        queue.withdraw_slots("celery@b~1")  # stopped cleanly: its runs have ended
+        clock.advance(31)
+        assert queue.workers_gone() == {"celery@a~1"}
+        assert queue.live_slots() == (0, 0)  # gone is not live
+        queue.advertise_slots("celery@c~1", 4, ttl=30)
+        assert queue.live_slots() == (1, 4)
+        clock.advance(GONE_KEPT_SECONDS)
+        assert queue.live_slots() == (0, 0)  # the prune that forgets a, long gone
+        assert queue.workers_gone() == {"celery@c~1"}
+
+    def test_dispatched_runs_name_the_owner_of_each_lock(self, queue: KeyedQueue):
+        queue.add(APP)
+        queue.add(WEB)
+        queue.take_due()
+        assert queue.begin(APP, "celery@a~1/7-abc") is not None
+        runs = sorted(queue.dispatched_runs(), key=lambda run: run.key.name)
+        assert runs == [DispatchedRun(APP, "celery@a~1/7-abc"), DispatchedRun(WEB, None)]
+
+    def test_redispatch_hands_out_a_dead_owners_key_with_its_triggers(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        queue.add(APP)
+        queue.add(WEB)
+        queue.take_due()
+        dead = queue.begin(APP, "celery@a~1/7-abc")
+        assert dead is not None
+        queue.add(APP, forced_full=True)  # a trigger mid-run: dirty, carried into the re-run
+        assert queue.redispatch(queue.dispatched_runs()) == 2
+        assert not queue.holds(dead)  # released: its fencing check fails from now on
+        assert queue.dispatched_count() == 0
+        assert sorted(queue.take_due(), key=lambda t: t.key.name) == [
+            Ticket(APP, forced_full=True, priority=Priority.FIRST),
+            Ticket(WEB, forced_full=False, priority=Priority.NORMAL),
+        ]
+        # The dead run's finish neither releases nor reschedules the new one's key.
+        new = queue.begin(APP, "celery@b~1/8-def", dispatched_only=True)
+        assert new is not None
+        queue.finish(dead, Requeue.AFTER, delay=1)
+        assert queue.holds(new)
+
+    def test_redispatch_leaves_a_run_that_moved_on_since_it_was_read(self, queue: KeyedQueue):
+        queue.add(APP)
+        queue.add(WEB)
+        queue.add(JOB)
+        queue.take_due()
+        finished = queue.begin(APP, "celery@a~1/7-abc")
+        assert finished is not None
+        read = queue.dispatched_runs()
+        queue.finish(finished, Requeue.RESYNC, resync_seconds=300)  # settled meanwhile
+        assert queue.begin(WEB, "celery@b~1/8-def") is not None  # begun meanwhile
+        assert queue.redispatch(read) == 1  # JOB alone: still handed out, still unlocked
+        assert keys_of(queue.take_due()) == [JOB]
+        assert between(queue.due_in(APP), 270, 330)
+        runs = {run.key: run.owner for run in queue.dispatched_runs()}
+        assert runs == {WEB: "celery@b~1/8-def", JOB: None}  # JOB handed out once more
 
     # -- forget, generation, coordination store ------------------------------------------
 

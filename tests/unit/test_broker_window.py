@@ -118,10 +118,11 @@ def test_stop_withdraws_or_leaves_the_advertisement_to_expire(down: bool, caplog
     assert "canary-password" not in caplog.text
 
 
-def test_a_worker_withdraws_its_slots_once_as_its_shutdown_begins(monkeypatch, caplog):
+def test_a_stopping_worker_has_no_slots_but_lives_until_its_pool_has_stopped(monkeypatch, caplog):
     """SIGTERM starts a warm shutdown (celery's worker_shutting_down): the worker takes no new
-    task from then on, and a SIGKILL at the end of the pod's grace period must not leave its
-    slots in the leader's window; the shutdown's end (worker_shutdown) does not withdraw again."""
+    task from then on, so its slots leave the leader's window at once; it still says it lives,
+    so the leader does not hand out the keys its last tasks hold (issue 33 item 6). The
+    shutdown's end (worker_shutdown, the pool stopped) withdraws it, never to count as gone."""
     from celery.signals import worker_shutdown, worker_shutting_down
 
     from workers import celery_app
@@ -134,8 +135,11 @@ def test_a_worker_withdraws_its_slots_once_as_its_shutdown_begins(monkeypatch, c
         wait_for(lambda: advertiser.advertised == 1, timeout=10, interval=0.01, what="a round")
         assert store.live_slots() == (1, 2)
         worker_shutting_down.send(sender="celery@a", sig="SIGTERM", how="Warm", exitcode=0)
-        assert store.live_slots() == (0, 0)
-        assert not advertiser.is_alive()  # it advertises no more
+        assert store.live_slots() == (1, 0)
+        assert advertiser.is_alive() and store.withdrawals == 0
         worker_shutdown.send(sender=None)
+        worker_shutdown.send(sender=None)  # once is enough
+    assert not advertiser.is_alive()
+    assert store.live_slots() == (0, 0) and store.workers_gone() == frozenset()
     assert store.withdrawals == 1
     assert "this worker's slots withdrawn" in caplog.text

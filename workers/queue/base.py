@@ -11,7 +11,8 @@ A key is in at most one of these states, plus a lock, a failure count and marks:
 
 * waiting -- it has a due time and a priority (``add``/``schedule``/``finish``);
 * dispatched -- ``take_due`` handed it out (leader only) and its run has not finished yet;
-  ``redispatch_stale`` makes it due again when that run never started or died;
+  ``redispatch_stale`` makes it due again when that run never started or died, and
+  ``redispatch`` as soon as the worker it went to is known dead (workers/queue/orphans.py);
 * dirty / pending -- a trigger that arrived while the key was dispatched or locked; applied
   when the run finishes.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,11 +36,14 @@ from workers.engine.ports import CoordinationStore
 from workers.keys import ObjectKey
 
 from .backoff import backoff_delay
+from .orphans import DispatchedRun
 
 __all__ = [
     "DEFAULT_LOCK_TTL",
+    "GONE_KEPT_SECONDS",
     "NOT_FOUND_TTL_SECONDS",
     "Clock",
+    "DispatchedRun",
     "KeyedQueue",
     "Lock",
     "Priority",
@@ -55,6 +59,7 @@ Clock = Callable[[], float]
 
 DEFAULT_LOCK_TTL = 120.0  # S4.1.4
 NOT_FOUND_TTL_SECONDS = 3600.0  # S4.10.0: a first 404 is remembered for 1 h
+GONE_KEPT_SECONDS = 3600.0  # a dead worker's name, past any lock it could still hold
 RESYNC_JITTER = (0.9, 1.1)  # S4.1.3 / S4.16
 
 
@@ -197,6 +202,15 @@ class KeyedQueue(CoordinationStore, Protocol):
         """Dispatched keys not finished after ``older_than`` s and not locked become due again."""
         ...
 
+    def dispatched_runs(self) -> list[DispatchedRun]:
+        """Every key handed out and not finished, with the owner of its lock if one holds it."""
+        ...
+
+    def redispatch(self, runs: Sequence[DispatchedRun]) -> int:
+        """Make each of ``runs`` due again, releasing its lock, if it is still handed out and
+        its lock still has the owner read (a run that moved on meanwhile is left alone)."""
+        ...
+
     def begin(
         self,
         key: ObjectKey,
@@ -267,11 +281,17 @@ class KeyedQueue(CoordinationStore, Protocol):
         ...
 
     def withdraw_slots(self, worker: str) -> None:
-        """``worker`` stops: its advertisement goes at once, not when it expires."""
+        """``worker`` stopped (its runs have ended): its advertisement goes at once, and it
+        never counts as gone."""
         ...
 
     def live_slots(self) -> tuple[int, int]:
         """(workers, slots) of the advertisements not expired."""
+        ...
+
+    def workers_gone(self) -> frozenset[str]:
+        """Workers whose advertisement expired without being withdrawn: they died. Each is
+        remembered for ``GONE_KEPT_SECONDS`` after it expired."""
         ...
 
     def mark_generation(self) -> bool:

@@ -12,15 +12,17 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from workers.keys import ObjectKey
 
 from .base import (
     DEFAULT_LOCK_TTL,
+    GONE_KEPT_SECONDS,
     NOT_FOUND_TTL_SECONDS,
     Clock,
+    DispatchedRun,
     KeyedQueue,
     Lock,
     Priority,
@@ -165,14 +167,30 @@ class MemoryQueue(KeyedQueue):
             for key, dispatched in list(self._dispatched.items()):
                 if now - dispatched.at < older_than or self._holder(key, now) is not None:
                     continue
-                del self._dispatched[key]
-                priority, forced = dispatched.priority, dispatched.forced
-                marks = self._marks.pop(key, None)
-                if marks is not None:  # the re-run covers whatever arrived meanwhile
-                    forced |= marks.dirty_forced or marks.pending_forced
-                    if marks.dirty:
-                        priority = Priority.FIRST
-                self._enqueue(key, now, priority, forced)
+                self._hand_out_again(key, now)
+                count += 1
+        return count
+
+    def dispatched_runs(self) -> list[DispatchedRun]:
+        with self._mutex:
+            now = self._clock()
+            runs = []
+            for key in self._dispatched:
+                held = self._holder(key, now)
+                runs.append(DispatchedRun(key, None if held is None else held.owner))
+            return runs
+
+    def redispatch(self, runs: Sequence[DispatchedRun]) -> int:
+        count = 0
+        with self._mutex:
+            now = self._clock()
+            for run in runs:
+                held = self._holder(run.key, now)
+                owner = None if held is None else held.owner
+                if run.key not in self._dispatched or owner != run.owner:
+                    continue  # finished, or begun, since it was read
+                self._locks.pop(run.key, None)
+                self._hand_out_again(run.key, now)
                 count += 1
         return count
 
@@ -323,9 +341,20 @@ class MemoryQueue(KeyedQueue):
 
     def live_slots(self) -> tuple[int, int]:
         with self._mutex:
+            live = [slots for slots, expires in self._kept_slots() if expires > self._clock()]
+            return len(live), sum(live)
+
+    def workers_gone(self) -> frozenset[str]:
+        with self._mutex:
+            self._kept_slots()
             now = self._clock()
-            self._slots = {w: entry for w, entry in self._slots.items() if entry[1] > now}
-            return len(self._slots), sum(slots for slots, _ in self._slots.values())
+            return frozenset(w for w, (_, expires) in self._slots.items() if expires <= now)
+
+    def _kept_slots(self) -> list[tuple[int, float]]:
+        """Forgets the workers gone for longer than GONE_KEPT_SECONDS; the rest, live or not."""
+        cutoff = self._clock() - GONE_KEPT_SECONDS
+        self._slots = {w: entry for w, entry in self._slots.items() if entry[1] > cutoff}
+        return list(self._slots.values())
 
     def mark_generation(self) -> bool:
         """S8.4: a fresh process's store is empty, so the first call says "lost" (False)."""
@@ -412,6 +441,18 @@ class MemoryQueue(KeyedQueue):
             del self._locks[key]  # expired: as if Redis had dropped the PX key
             return None
         return held
+
+    def _hand_out_again(self, key: ObjectKey, now: float) -> None:
+        """A handed-out key whose run will not finish becomes due now, with every trigger that
+        arrived meanwhile (the re-run covers them)."""
+        dispatched = self._dispatched.pop(key)
+        priority, forced = dispatched.priority, dispatched.forced
+        marks = self._marks.pop(key, None)
+        if marks is not None:
+            forced |= marks.dirty_forced or marks.pending_forced
+            if marks.dirty:
+                priority = Priority.FIRST
+        self._enqueue(key, now, priority, forced)
 
     def _in_flight(self, key: ObjectKey, now: float) -> bool:
         return key in self._dispatched or self._holder(key, now) is not None

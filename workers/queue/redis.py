@@ -14,7 +14,8 @@ multi-key writes use MULTI. Layout under ``<prefix>:`` (a member is ``namespace/
 ``generation``             string  the S8.4 marker (time it was written)
 ``notfound:<cr uid>``      hash    binding (a digest), at, seen; PX 1 h (S4.10.0)
 ``stall:<cr uid>``         hash    ``Kind/name`` of a workload -> time first seen stalled (S6.5)
-``workers``                zset    Celery workers advertising their slots, score = expiry
+``workers``                zset    Celery workers advertising their slots, score = expiry;
+                                   kept 1 h past it (a worker gone, workers/queue/orphans.py)
 ``worker-slots``           hash    worker -> how many tasks it runs at once
 =========================  ======  ==============================================================
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -35,8 +36,10 @@ from workers.keys import ObjectKey
 
 from .base import (
     DEFAULT_LOCK_TTL,
+    GONE_KEPT_SECONDS,
     NOT_FOUND_TTL_SECONDS,
     Clock,
+    DispatchedRun,
     KeyedQueue,
     Lock,
     Priority,
@@ -85,6 +88,19 @@ local function pend(m, due, prio, forced)
   end
   redis.call('HSET', s, 'pdue', due, 'pprio', prio)
   if forced == 1 then redis.call('HSET', s, 'pforced', 1) end
+end
+
+-- A handed-out key whose run will not finish: due now, with every trigger that arrived meanwhile.
+local function hand_out_again(m, now)
+  local s = state_key(m)
+  local f = redis.call('HMGET', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pforced')
+  local prio = tonumber(f[1]) or 1
+  local forced = 0
+  if f[2] == '1' or f[4] == '1' or f[5] == '1' then forced = 1 end
+  if f[3] == '1' then prio = 0 end
+  redis.call('ZREM', P .. ':dispatched', m)
+  redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+  enqueue(m, now, prio, forced)
 end
 
 local function in_flight(m)
@@ -151,16 +167,28 @@ local now, cutoff = tonumber(ARGV[2]), ARGV[3]
 local count = 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. ':dispatched', '-inf', cutoff)) do
   if redis.call('EXISTS', lock_key(m)) == 0 then
-    local s = state_key(m)
-    local f = redis.call('HMGET', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pforced')
-    local prio = tonumber(f[1]) or 1
-    local forced = 0
-    if f[2] == '1' or f[4] == '1' or f[5] == '1' then forced = 1 end
-    if f[3] == '1' then prio = 0 end
-    redis.call('ZREM', P .. ':dispatched', m)
-    redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
-    enqueue(m, now, prio, forced)
+    hand_out_again(m, now)
     count = count + 1
+  end
+end
+return count
+"""
+
+# ARGV: prefix, now, then member and owner pairs (owner '' for a run nobody holds the lock of)
+_REDISPATCH_RUNS = """
+local now = tonumber(ARGV[2])
+local count = 0
+for i = 3, #ARGV, 2 do
+  local m, expected = ARGV[i], ARGV[i + 1]
+  if redis.call('ZSCORE', P .. ':dispatched', m) then
+    local held = redis.call('GET', lock_key(m))
+    local owner = ''
+    if held then owner = string.sub(held, string.find(held, ' ', 1, true) + 1) end
+    if owner == expected then
+      redis.call('DEL', lock_key(m))
+      hand_out_again(m, now)
+      count = count + 1
+    end
   end
 end
 return count
@@ -269,15 +297,17 @@ return tostring(wait)
 """
 
 # ARGV: prefix, now. Drops expired advertisements; returns {workers, slots}.
+# ARGV: prefix, now, forget-before. An expired advertisement stays (a worker gone, not
+# withdrawn) until forget-before passes it.
 _LIVE_SLOTS = """
-local now = ARGV[2]
+local now, forget = ARGV[2], ARGV[3]
 local workers, slots = P .. ':workers', P .. ':worker-slots'
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', workers, '-inf', now)) do
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', workers, '-inf', forget)) do
   redis.call('HDEL', slots, w)
 end
-redis.call('ZREMRANGEBYSCORE', workers, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', workers, '-inf', forget)
 local total = 0
-local live = redis.call('ZRANGE', workers, 0, -1)
+local live = redis.call('ZRANGEBYSCORE', workers, '(' .. now, '+inf')
 for _, w in ipairs(live) do
   total = total + (tonumber(redis.call('HGET', slots, w)) or 0)
 end
@@ -321,6 +351,7 @@ class RedisQueue(KeyedQueue):
         self._schedule = script(_PRELUDE + _SCHEDULE)
         self._take_due = script(_PRELUDE + _TAKE_DUE)
         self._redispatch = script(_PRELUDE + _REDISPATCH)
+        self._redispatch_runs = script(_PRELUDE + _REDISPATCH_RUNS)
         self._begin = script(_PRELUDE + _BEGIN)
         self._renew = script(_PRELUDE + _RENEW)
         self._finish = script(_PRELUDE + _FINISH)
@@ -403,6 +434,24 @@ class RedisQueue(KeyedQueue):
         now = self._clock()
         count = int(self._redispatch(args=[self._prefix, now, now - older_than]))
         self.observer.added(count)  # dispatched keys are not waiting: each one enters again
+        return count
+
+    def dispatched_runs(self) -> list[DispatchedRun]:
+        members = [_text(m) for m in self._redis.zrange(self._key("dispatched"), 0, -1)]
+        if not members:
+            return []
+        held = self._redis.mget([self._key(f"lock:{m}") for m in members])
+        return [
+            DispatchedRun(key_of(m), None if value is None else _text(value).split(" ", 1)[1])
+            for m, value in zip(members, held, strict=True)
+        ]
+
+    def redispatch(self, runs: Sequence[DispatchedRun]) -> int:
+        if not runs:
+            return 0
+        pairs = [part for run in runs for part in (member(run.key), run.owner or "")]
+        count = int(self._redispatch_runs(args=[self._prefix, self._clock(), *pairs]))
+        self.observer.added(count)
         return count
 
     # -- per-key lock (S4.1.4) -----------------------------------------------------------
@@ -546,8 +595,15 @@ class RedisQueue(KeyedQueue):
             pipe.execute()
 
     def live_slots(self) -> tuple[int, int]:
-        workers, slots = self._live_slots(args=[self._prefix, repr(self._clock())])
+        now = self._clock()
+        forget = repr(now - GONE_KEPT_SECONDS)
+        workers, slots = self._live_slots(args=[self._prefix, repr(now), forget])
         return int(workers), int(slots)
+
+    def workers_gone(self) -> frozenset[str]:
+        now = self._clock()
+        gone = self._redis.zrangebyscore(self._key("workers"), now - GONE_KEPT_SECONDS, now)
+        return frozenset(_text(worker) for worker in gone)
 
     def mark_generation(self) -> bool:
         """S8.4: SET NX; a missing marker means a new or lost store (returns False)."""
