@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from workers.engine.ports import (
     DAEMON_SET,
     DEPLOYMENT,
+    FIELD_MANAGER,
     STATEFUL_SET,
     Event,
     LeaseRecord,
@@ -29,7 +30,16 @@ from workers.engine.ports import (
     stamp_annotation,
 )
 
-from .errors import AlreadyExists, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound
+from .errors import (
+    AlreadyExists,
+    Conflict,
+    FieldsOwnedElsewhere,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+)
 from .events import EventSink
 from .slim_api import AppsV1, AuthorizationV1, CoordinationV1, CoreV1, CustomObjects
 from .watch_cache import ServedReads
@@ -73,6 +83,9 @@ def translate(
     if status == 404:
         return NotFound(action, status, reason)
     if status == 409:
+        owned = _fields_owned_elsewhere(causes)
+        if owned:
+            return FieldsOwnedElsewhere(action, status, reason, owned)
         return (AlreadyExists if reason == "AlreadyExists" else Conflict)(action, status, reason)
     if status == 403:
         return Forbidden(
@@ -91,6 +104,27 @@ def translate(
     if status == 422:
         return Invalid(action, status, reason)
     return KubeError(action, status, reason)
+
+
+def _fields_owned_elsewhere(causes: list[dict[str, Any]]) -> tuple[str, ...]:
+    """A server-side apply's conflicts: the data keys named by ``.data.<key>`` causes (names
+    only; the cause's message, which names the other manager, is not kept)."""
+    keys = set()
+    for cause in causes:
+        field_path = str(cause.get("field") or "")
+        if cause.get("reason") == "FieldManagerConflict" and field_path.startswith(".data."):
+            keys.add(field_path.removeprefix(".data."))
+    return tuple(sorted(keys))
+
+
+def _data_managers(managed_fields: list[dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """managedFields -> field manager -> the data keys it owns (``f:data`` / ``f:<key>``)."""
+    owners: dict[str, set[str]] = {}
+    for entry in managed_fields:
+        data = ((entry.get("fieldsV1") or {}).get("f:data")) or {}
+        keys = {name.removeprefix("f:") for name in data if name.startswith("f:")}
+        owners.setdefault(str(entry.get("manager") or ""), set()).update(keys)
+    return {manager: frozenset(keys) for manager, keys in owners.items()}
 
 
 def _maybe(call: Callable[[], Any], action: str, **where: str) -> Any:
@@ -150,6 +184,7 @@ def _secret_from(obj: dict[str, Any]) -> SecretObject:
         ],
         finalizers=list(metadata.get("finalizers") or []),
         deleting=metadata.get("deletionTimestamp") is not None,
+        data_managers=_data_managers(metadata.get("managedFields") or []),
     )
 
 
@@ -484,6 +519,40 @@ class KubeCluster:
                 secret.name, secret.namespace, _secret_body(secret), _preload_content=False
             )
         return _secret_from(_raw_json(replaced))
+
+    def apply_secret_data(
+        self, namespace: str, name: str, uid: str, resource_version: str, data: dict[str, bytes]
+    ) -> SecretObject:
+        """S11.4: server-side apply of ``data`` alone, as FIELD_MANAGER, never forced. The UID
+        as well as the resourceVersion is a precondition: an apply creates an absent object
+        even with a resourceVersion, but not one whose UID it names (409)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "resourceVersion": resource_version,
+            },
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+        }
+        with _translated(
+            f"apply secrets {namespace}/{name}",
+            verb="patch",
+            group="",
+            resource="secrets",
+            namespace=namespace,
+        ):
+            applied = self.core.apply_namespaced_secret(
+                name,
+                namespace,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=False,
+                _preload_content=False,
+            )
+        return _secret_from(_raw_json(applied))
 
     def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None:
         """S4.10.2: preconditions on UID and resourceVersion, so a replacement is never hit."""

@@ -118,6 +118,13 @@ class CoreV1(_Calls):
         params = {"name": name, "namespace": namespace}
         return self._call("PUT", path, params, "V1Secret", options, body=body)
 
+    def apply_namespaced_secret(self, name: str, namespace: str, body: Any, **options: Any) -> Any:
+        """Server-side apply (``application/apply-patch+yaml``; JSON is YAML)."""
+        path = "/api/v1/namespaces/{namespace}/secrets/{name}"
+        options.setdefault("_content_type", "application/apply-patch+yaml")
+        params = {"namespace": namespace, "name": name}
+        return self._call("PATCH", path, params, "V1Secret", options, body=body)
+
     def delete_namespaced_secret(
         self, name: str, namespace: str, body: Any = None, **options: Any
     ) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.spec_tables import spec_reasons
 from tests.unit.decide_fixtures import (
     CANARY,
     CURSOR,
@@ -57,7 +58,6 @@ from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.plan import FetchAttempt, FetchPlan, Gate, Plan, Stop
 from workers.engine.ports import SecretObject
 
-SPEC = Path(__file__).parents[2] / "docs" / "operator-spec.md"  # the spec, kept in the repo
 HERE = Path(__file__).parent
 
 
@@ -342,22 +342,6 @@ def test_S0_4_the_bearer_and_values_do_reach_the_plan_fields_that_need_them():
 
 
 # -- S5.1: every reason has a test ----------------------------------------------------------------
-
-
-def spec_reasons() -> set[str]:
-    """The reasons of the S5.1 table (the backticked names of its second column)."""
-    if not SPEC.is_file():
-        pytest.fail(f"the operator spec is missing: {SPEC} (needed for the S5.1 reason table)")
-    text = SPEC.read_text(encoding="utf-8")
-    start = text.index("### S5.1")
-    end = text.index("No other reasons exist", start)
-    reasons: set[str] = set()
-    for line in text[start:end].splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or not cells[0].startswith("`"):
-            continue
-        reasons |= set(re.findall(r"`([A-Za-z]+)`", cells[1]))
-    return reasons
 
 
 def test_S5_1_every_reason_of_the_spec_table_is_asserted_in_a_decide_test():

@@ -1,17 +1,16 @@
 """Remediation texts (issue 9): one per S5.1 reason, quoting the user's exact action.
 
-The reasons come from the spec's S5.1 table itself, so a reason added there without a text
-fails here. The messages the context is read from are made by the engine's own functions.
+The reasons come from the spec's S5.1 table (and S11.5's additions) itself, so a reason added
+there without a text fails here. The messages the context is read from are made by the engine's
+own functions.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
 from tests.support.factories import make_hikyosecret
+from tests.support.spec_tables import spec_reasons
 from workers.engine.conditions import REASONS
 from workers.engine.content import assemble
 from workers.engine.credentials import designation_problem
@@ -27,24 +26,6 @@ from workers.engine.remediation import (
     spec_context,
 )
 from workers.engine.spec import parse_spec
-
-SPEC = Path(__file__).parents[2] / "docs" / "operator-spec.md"  # the spec, kept in the repo
-
-
-def spec_reasons() -> set[str]:
-    """Every reason of the S5.1 table (the second column's backticked names)."""
-    assert SPEC.is_file(), f"the spec is missing: {SPEC}"
-    text = SPEC.read_text(encoding="utf-8")
-    section = text.split("### S5.1", 1)[1].split("No other reasons exist", 1)[0]
-    reasons: set[str] = set()
-    for line in section.splitlines():
-        if not line.startswith("| `"):
-            continue
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        reasons.update(re.findall(r"`([A-Za-z]+)`", cells[1]))
-    assert len(reasons) > 20, "the S5.1 table was not found"
-    return reasons
-
 
 S5_1 = sorted(spec_reasons())
 GENERIC_HEAD = GENERIC.split("{", 1)[0]
@@ -271,3 +252,33 @@ def test_spec_context_holds_names_only():
         "acknowledged",
         "acknowledged_patch",
     }
+
+
+def test_key_owned_elsewhere_names_the_keys_the_engine_message_names():
+    from workers.engine.merge import keys_owned_elsewhere_refusal
+
+    refused = keys_owned_elsewhere_refusal("payments-env", ("log-level", "tls.crt"))
+    context = CONTEXT | message_context(refused.reason, refused.message)
+    assert context["keys"] == "log-level, tls.crt"
+    text = remediation(refused.reason, context)
+    assert "log-level, tls.crt" in text and "--show-managed-fields" in text
+
+
+def test_invalid_template_names_the_key_and_the_kind_the_engine_message_names():
+    from workers.engine.templates import parse_templates
+
+    fault = parse_templates({"url": "{{ DB_HOST | nosuchfilter }}"}, frozenset({"DB_HOST"}))
+    assert fault is not None
+    context = CONTEXT | message_context("InvalidTemplate", fault.message)
+    assert context["key"] == "url" and context["kind"] == "an unknown filter on line 1"
+    assert "spec.target.template.data[url]" in remediation("InvalidTemplate", context)
+
+
+def test_a_dotenv_name_refusal_gets_the_dotenv_text():
+    from workers.engine.file_formats import dotenv_names_refused
+
+    refused = dotenv_names_refused(["log-level", "OK_NAME"])
+    assert refused is not None
+    context = CONTEXT | message_context(refused.reason, refused.message)
+    assert context["keys"] == "log-level"
+    assert "environment-variable names" in remediation(refused.reason, context)

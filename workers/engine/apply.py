@@ -18,11 +18,12 @@ from .decide_after_fetch import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
 from .errors import AlreadyExists, Forbidden, KubeError
 from .force_sync import requested_value
+from .merge import KeysOwnedElsewhere, keys_owned_elsewhere_refusal, merge_keys
 from .observe import access_allowed
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome, Requeue, failure
 from .pacing import pause_instance
-from .plan import FetchPlan, Now, Plan, RolloutPlan, Stop, StoreNote
+from .plan import FetchPlan, Now, Plan, RolloutPlan, SecretAction, Stop, StoreNote
 from .ports import Cluster, CoordinationStore, Event, SecretObject
 from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
@@ -140,34 +141,52 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
     outcome = plan.outcome
     action = plan.secret
     writer = SecretWriter(cluster)
-    if action is not None and action.kind == "release":  # R1, S4.14.3
-        released = writer.release(action.namespace, action.name, action.cr_uid)
-        if isinstance(released, WriteFailed):
-            return release_failed(action.name, released.cause)
-    if plan.finalizers is not None:  # R1, R2
+    if plan.finalizers is not None:  # R1 (the Secret's part first), R2
+        if action is not None:
+            finished = _finalizing_write(writer, cluster, action)
+            if isinstance(finished, WriteFailed):
+                merged_keys = action.kind == "unmerge"
+                return release_failed(action.name, finished.cause, merged_keys=merged_keys)
         cluster.patch_hikyosecret_finalizers(
             observed.namespace,
             observed.name,
             plan.finalizers,
             observed.metadata["resourceVersion"],
         )
-    if action is not None and action.kind == "release":
         return outcome
     if action is not None:
-        result = _write_secret(writer, plan)
+        result = _write_secret(writer, cluster, plan)
         if isinstance(result, WriteFailed):
             return secret_write_failed(result.cause)
         if isinstance(result, NotOwned):
             return not_owned(action.name)
+        if isinstance(result, KeysOwnedElsewhere):
+            return keys_owned_elsewhere_refusal(action.name, result.keys)
         outcome = settle_secret(plan, result.secret)
     if plan.rollout is not None:  # S4.9 step 2
         outcome = settle_rollout(outcome, plan.rollout, _patch_stamps(cluster, plan.rollout))
     return outcome
 
 
-def _write_secret(writer: SecretWriter, plan: Plan) -> WriteResult:
+def _finalizing_write(
+    writer: SecretWriter, cluster: Cluster, action: SecretAction
+) -> Written | WriteFailed:
+    """R1: what the CR's deletion does to its Secret before the finalizer goes: an Orphan
+    target released (S4.14.3), a Merge CR's keys removed (S11.4; applying no keys meets no
+    other manager's)."""
+    if action.kind == "release":
+        return writer.release(action.namespace, action.name, action.cr_uid)
+    removed = merge_keys(cluster, action.namespace, action.name, {})
+    return removed if isinstance(removed, Written | WriteFailed) else WriteFailed("conflict")
+
+
+def _write_secret(
+    writer: SecretWriter, cluster: Cluster, plan: Plan
+) -> WriteResult | KeysOwnedElsewhere:
     action = plan.secret
     assert action is not None and action.spec is not None
+    if action.kind in ("merge", "unmerge"):  # S11.4
+        return merge_keys(cluster, action.namespace, action.name, action.data, action.target)
     if action.kind == "converge":
         return writer.converge(action.spec, action.target, action.data)
     if action.kind == "empty":

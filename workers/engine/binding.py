@@ -48,7 +48,24 @@ def binding_digest(spec: SecretSpec, credential: CredentialIdentity, instance_ui
     encoded += uvarint(len(acknowledged))
     for name in acknowledged:
         encoded += length_prefixed(name.encode())
+    encoded += _shape(spec)
     return hashlib.sha256(bytes(encoded)).hexdigest()
+
+
+def _shape(spec: SecretSpec) -> bytes:
+    """S11: a template or format edit changes the Secret's bytes with the same sources, so it
+    must not let a cursor answer "current" (the spec's S4.3.2 list predates S11; a CR without
+    either encodes nothing here, so its binding is unchanged)."""
+    if not spec.templates and spec.file_format is None:
+        return b""
+    encoded = bytearray(length_prefixed(b"shape/v1"))
+    encoded += length_prefixed(b"merge" if spec.template_merge else b"replace")
+    encoded += uvarint(len(spec.templates))
+    for key, text in spec.templates:
+        encoded += length_prefixed(key.encode()) + length_prefixed(text.encode())
+    for text in (spec.file_format or "", spec.format_key or ""):
+        encoded += length_prefixed(text.encode())
+    return bytes(encoded)
 
 
 def cursor_to_present(

@@ -63,6 +63,8 @@ REASONS: dict[str, dict[str, dict[str, str]]] = {
             "ManagedSecretNotOwned": "the target exists and is not controlled by this CR",
             "TargetClaimed": "an older HikyoSecret manages the same target",
             "TargetTypeImmutable": "the existing target has another type",
+            "MergeTargetMissing": "creationPolicy Merge and the target does not exist (S11.4)",
+            "KeyOwnedElsewhere": "creationPolicy Merge and another manager owns keys (S11.4)",
         }
     },
     DELIVERY: {
@@ -72,6 +74,7 @@ REASONS: dict[str, dict[str, dict[str, str]]] = {
             "LoaderControlUnacknowledged": "loader-control keys are not exactly acknowledged",
             "InvalidSecretData": "content the Secret type or size limit forbids",
             "NativeSecretTypesDisabled": "typed targets need nativeSecretTypes",
+            "InvalidTemplate": "a template or file format cannot be used (S11.2, S11.3)",
         },
         "True": {"EnvFromSkip": "envFrom may skip some destinations (warning only)"},
     },
@@ -93,6 +96,7 @@ BLOCKING_DELIVERY_REASONS = frozenset(
         "LoaderControlUnacknowledged",
         "InvalidSecretData",
         "NativeSecretTypesDisabled",
+        "InvalidTemplate",  # S11.5
     }
 )
 

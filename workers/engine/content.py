@@ -6,7 +6,7 @@ refusal that stops the delivery. Refusal messages name keys (S5.6), never values
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .fetched import DeliveredKey
@@ -42,9 +42,34 @@ class ContentRefusal:
 
 
 def assemble(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content | ContentRefusal:
+    """S4.4/S4.5 and the content checks: the data of a spec without template or format."""
+    assembled = assemble_sources(spec, keys)
+    return assembled if isinstance(assembled, ContentRefusal) else checked(spec, assembled)
+
+
+def assemble_sources(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content | ContentRefusal:
+    """S4.4/S4.5 alone: every assembled key by its effective secretKey, before S11 shapes it
+    and before the content checks (``checked``) run over what the Secret will hold."""
     if spec.all_keys:
         return _assemble_all_keys(spec, keys)
     return _assemble_mapping(spec, keys)
+
+
+def destinations(spec: SecretSpec, delivered: Iterable[str] | None = None) -> list[str] | None:
+    """S11.1's destination set: what S4.6 (loader control) and S4.7.2 (required keys) check.
+    The mapping's destinations, or in all-keys mode the ``delivered`` names (None before the
+    fetch); with a template, its keys (Replace) or its keys and those (Merge). Under a format
+    the Secret holds one file, but a loader reads the file's keys: those."""
+    if spec.all_keys:
+        assembled = None if delivered is None else sorted(delivered)
+    else:
+        assembled = [entry.secret_key for entry in spec.mapping]
+    if not spec.templates:
+        return assembled
+    rendered = [key for key, _ in spec.templates]
+    if not spec.template_merge:
+        return rendered
+    return None if assembled is None else sorted({*rendered, *assembled})
 
 
 def _undelivered(names: Sequence[str], spec: SecretSpec) -> ContentRefusal:
@@ -56,7 +81,7 @@ def _undelivered(names: Sequence[str], spec: SecretSpec) -> ContentRefusal:
     )
 
 
-def _checked(spec: SecretSpec, content: Content) -> Content | ContentRefusal:
+def checked(spec: SecretSpec, content: Content) -> Content | ContentRefusal:
     """S4.7.3 content checks and the S4.4.3 size limit, common to both modes."""
     bad = invalid_content(spec.target_type, content.data)
     if bad is not None:
@@ -71,7 +96,7 @@ def _checked(spec: SecretSpec, content: Content) -> Content | ContentRefusal:
     return content
 
 
-def _env_skipped(destination: str) -> bool:
+def env_skipped(destination: str) -> bool:
     """S4.4: names that fail IsEnvVarName without relaxed validation (D16)."""
     return destination[:1].isdigit() or destination in (".", "..") or destination.startswith("..")
 
@@ -90,7 +115,7 @@ def _assemble_mapping(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content
             presence_only.append(entry.key)
         else:
             data[entry.secret_key] = source.value.encode("utf-8")
-            if spec.target_type == OPAQUE and _env_skipped(entry.secret_key):
+            if spec.target_type == OPAQUE and env_skipped(entry.secret_key):
                 env_skip.append(entry.secret_key)
 
     if presence_only:
@@ -107,7 +132,7 @@ def _assemble_mapping(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content
             f"{key_list(withdrawn)} of a {spec.target_type} Secret: the Secret was removed",
             withdraw_typed=True,
         )
-    return _checked(spec, Content(data, tuple(missing), tuple(env_skip)))
+    return Content(data, tuple(missing), tuple(env_skip))
 
 
 def _assemble_all_keys(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content | ContentRefusal:
@@ -121,7 +146,8 @@ def _assemble_all_keys(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Conten
             INVALID_SECRET_DATA,
             f"delivered key names are not valid Secret data keys: {key_list(bad_names)}",
         )
-    unacknowledged = unacknowledged_delivered((key.name for key in carried), spec.acknowledged)
+    names = destinations(spec, (key.name for key in carried)) or []
+    unacknowledged = unacknowledged_delivered(names, spec.acknowledged)
     if unacknowledged:
         return ContentRefusal(
             LOADER_CONTROL_UNACKNOWLEDGED,
@@ -129,4 +155,4 @@ def _assemble_all_keys(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Conten
             "acknowledgedLoaderKeys does not list: the whole replacement was refused",
         )
     data = {key.name: key.value.encode("utf-8") for key in carried if key.value is not None}
-    return _checked(spec, Content(data))
+    return Content(data)

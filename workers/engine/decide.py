@@ -12,11 +12,13 @@ from typing import Any
 
 from .binding import binding_digest, cursor_to_present
 from .conditions import CONFLICT, DELIVERY, DESIGNATION, UNRECONCILED, Condition
+from .content import destinations
 from .credentials import Credential, account_refusal, from_secret, from_token
 from .durations import DEFAULT_RESYNC_SECONDS
 from .force_sync import requested_value
 from .foreign_owner import judge_owner
 from .loader_control import is_protected, precheck
+from .merge import MERGE, MERGE_FINALIZER, delivered_data, merge_target_refusal
 from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .observed import UNREAD, Observed
@@ -25,6 +27,7 @@ from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNo
 from .ports import SecretObject
 from .refusals import forbidden_outcome, not_owned
 from .settings import OperatorSettings
+from .shaping import before_fetch
 from .spec import SecretSpec, SpecInvalid, parse_spec
 from .stamp import STAMP_ROOT_BYTES, compute_stamp, target_key
 from .stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET, stamped_in_reach
@@ -113,6 +116,14 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
         if mapping.reason != "KeysMissing":
             steps.step = "R11"
         return steps.stop(mapping)
+    steps.step = "R11a"
+    shaping = before_fetch(spec)  # S11.2, S11.3
+    if shaping is not None:
+        return steps.stop(
+            refusal(
+                Condition(DELIVERY, "False", shaping.reason, shaping.message), clear_cursor=True
+            )
+        )
     steps.step = "R12"
     root = _stamp_root(steps, settings)
     if not isinstance(root, bytes):
@@ -131,7 +142,7 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     cursor = cursor_to_present(
         stored_cursor=observed.status.get("cursor"),
         target_controlled=target is not None,
-        target_stamp=compute_stamp(key, target.data) if target is not None else None,
+        target_stamp=compute_stamp(key, delivered_data(spec, target)) if target else None,
         stored_stamp=observed.status.get("stamp"),
         binding=binding,
         stored_binding=observed.status.get("cursorBinding"),
@@ -209,31 +220,43 @@ def _target_name(observed: Observed) -> str:
     return (((observed.cr or {}).get("spec") or {}).get("target") or {}).get("name", "")
 
 
+# The finalizer each creation policy needs (R2); Owner needs none: Kubernetes' garbage
+# collector deletes an owned Secret with its CR.
+POLICY_FINALIZERS = {"Orphan": ORPHAN_FINALIZER, MERGE: MERGE_FINALIZER}
+
+
 def _finalize(steps: _Steps) -> Stop:
-    """S4.14.3: release an Orphan target, then the finalizer; Owner needs nothing."""
+    """S4.14.3: release an Orphan target, then the finalizer; S11.4: remove a Merge CR's keys,
+    then the finalizer; Owner needs nothing."""
     observed = steps.observed
     finalizers = _finalizers(observed)
-    if ORPHAN_FINALIZER not in finalizers:
-        return Stop(Plan(outcome=stop_quietly("Deleting"), step="R1"))
     target_name = _target_name(observed)
-    outcome = stop_quietly("Finalized", f"Secret {target_name} left in place, unowned")
-    release = SecretAction(
-        "release", observed.namespace, target_name, observed.metadata.get("uid", "")
-    )
-    kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
-    return Stop(Plan(outcome=outcome, secret=release, finalizers=kept, step="R1"))
+    cr_uid = observed.metadata.get("uid", "")
+    if ORPHAN_FINALIZER in finalizers:
+        outcome = stop_quietly("Finalized", f"Secret {target_name} left in place, unowned")
+        action = SecretAction("release", observed.namespace, target_name, cr_uid)
+        finalizer = ORPHAN_FINALIZER
+    elif MERGE_FINALIZER in finalizers:
+        outcome = stop_quietly("Finalized", f"this HikyoSecret's keys removed from {target_name}")
+        action = SecretAction("unmerge", observed.namespace, target_name, cr_uid)
+        finalizer = MERGE_FINALIZER
+    else:
+        return Stop(Plan(outcome=stop_quietly("Deleting"), step="R1"))
+    kept = [f for f in finalizers if f != finalizer]
+    return Stop(Plan(outcome=outcome, secret=action, finalizers=kept, step="R1"))
 
 
 def _finalizer_policy(steps: _Steps) -> Stop | None:
     observed = steps.observed
     finalizers = _finalizers(observed)
     target = ((observed.cr or {}).get("spec") or {}).get("target") or {}
-    policy = target.get("creationPolicy", "Owner")
-    if policy == "Orphan" and ORPHAN_FINALIZER not in finalizers:
-        added = [*finalizers, ORPHAN_FINALIZER]
+    needed = POLICY_FINALIZERS.get(target.get("creationPolicy", "Owner"))
+    if needed is not None and needed not in finalizers:
+        added = [*finalizers, needed]
         return Stop(Plan(outcome=_rerun("FinalizerAdded"), finalizers=added, step="R2"))
-    if policy != "Orphan" and ORPHAN_FINALIZER in finalizers:
-        kept = [f for f in finalizers if f != ORPHAN_FINALIZER]
+    stale = [f for f in POLICY_FINALIZERS.values() if f != needed and f in finalizers]
+    if stale:
+        kept = [f for f in finalizers if f not in stale]
         return Stop(Plan(outcome=_rerun("FinalizerRemoved"), finalizers=kept, step="R2"))
     return None
 
@@ -309,7 +332,11 @@ def _target_claim(steps: _Steps, spec: SecretSpec) -> Decision | None:
 
 
 def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> Stop | None:
-    """R8, R9: never adopt; never change a type."""
+    """R8, R9: never adopt; never change a type. Merge (S11.4): an existing Opaque Secret no
+    other controller manages."""
+    if spec.creation_policy == MERGE:
+        refused = merge_target_refusal(spec.target_name, spec.uid, target)
+        return None if refused is None else steps.stop(refused)
     if target is None:
         return None
     if not target.controlled_by(spec.uid):
@@ -331,8 +358,9 @@ def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> 
 
 
 def _mapping_problem(spec: SecretSpec) -> Outcome | None:
+    known = destinations(spec)  # S11.1: a template's keys are the Secret's, not the mapping's
     if spec.target_type != OPAQUE:  # R10
-        lacking = unmapped_required(spec.target_type, [e.secret_key for e in spec.mapping])
+        lacking = unmapped_required(spec.target_type, known or [])
         if lacking:
             return refusal(
                 Condition(
@@ -343,11 +371,7 @@ def _mapping_problem(spec: SecretSpec) -> Outcome | None:
                 ),
                 clear_cursor=True,
             )
-    protected = (
-        None
-        if spec.all_keys
-        else [e.secret_key for e in spec.mapping if is_protected(e.secret_key)]
-    )
+    protected = None if known is None else [d for d in known if is_protected(d)]
     problem = precheck(spec.acknowledged, protected)  # R11, S4.6.2
     if problem:
         return refusal(

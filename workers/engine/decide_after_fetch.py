@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 
 from . import expiry
 from .conditions import DELIVERY, SCRUBBED, SYNCED, Condition
-from .content import Content, ContentRefusal, assemble
+from .content import Content, ContentRefusal
 from .decide import decide_before_fetch
 from .decide_rollout import plan_rollout
 from .errors import EngineError
 from .fetched import Delivery, FetchOutcome
+from .merge import MERGE, foreign_keys, keys_owned_elsewhere_refusal, merged
 from .messages import key_list
 from .native_types import OPAQUE
 from .observed import Observed
@@ -33,6 +34,7 @@ from .pacing import (
 from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote
 from .ports import SecretObject
 from .settings import OperatorSettings
+from .shaping import deliver
 from .stamp import compute_stamp, empty_content_stamp
 
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
@@ -188,7 +190,7 @@ def _full_delivery(
     settings: OperatorSettings,
     now: Now,
 ) -> Plan:
-    content = assemble(fetch.spec, delivery.keys)
+    content = deliver(fetch.spec, delivery.keys)  # S4.4/S4.5, then S11's template or format
     if isinstance(content, ContentRefusal):
         condition = Condition(DELIVERY, "False", content.reason, content.message)
         if content.withdraw_typed:  # S4.10.2 via a valid 200
@@ -208,7 +210,16 @@ def _write(
 ) -> Plan:
     """S4.8, S4.9: Secret first (verified), then the status carries the cursor, last."""
     spec, target = fetch.spec, fetch.target
-    changed = target is None or target.data != content.data  # S4.8.2: identical bytes skip
+    merging = spec.creation_policy == MERGE
+    if merging and target is not None:  # S11.4: the apiserver would refuse them; say so first
+        owned_elsewhere = foreign_keys(target, content.data)
+        if owned_elsewhere:
+            refused = keys_owned_elsewhere_refusal(spec.target_name, owned_elsewhere)
+            return Plan(outcome=refused)
+    if merging:
+        changed = target is None or not merged(target, content.data)
+    else:
+        changed = target is None or target.data != content.data  # S4.8.2: identical bytes skip
     status = {
         "cursor": delivery.cursor,
         "cursorBinding": fetch.binding,
@@ -270,7 +281,13 @@ def _write(
     secret = None
     if changed:
         secret = SecretAction(
-            "converge", spec.namespace, spec.target_name, spec.uid, spec, target, content.data
+            "merge" if merging else "converge",
+            spec.namespace,
+            spec.target_name,
+            spec.uid,
+            spec,
+            target,
+            content.data,
         )
     plan = Plan(outcome=outcome, secret=secret)
     plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
@@ -336,9 +353,11 @@ def _confirming(delay: float) -> Outcome:
 
 
 def _scrub(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
-    """S4.10.1: empty an Opaque target; an absent one stays absent."""
+    """S4.10.1: empty an Opaque target; an absent one stays absent. Under Merge, remove only
+    this CR's keys (an empty apply, S11.4)."""
     spec = fetch.spec
-    action = SecretAction("empty", spec.namespace, spec.target_name, spec.uid, spec)
+    kind = "unmerge" if spec.creation_policy == MERGE else "empty"
+    action = SecretAction(kind, spec.namespace, spec.target_name, spec.uid, spec)
     return _scrubbed(observed, fetch, settings, now, action, None)
 
 
@@ -370,7 +389,7 @@ def _scrubbed(
 ) -> Plan:
     spec = fetch.spec
     message = scrubbed_message(
-        spec.target_name, action.kind == "empty" and fetch.target is not None
+        spec.target_name, action.kind in ("empty", "unmerge") and fetch.target is not None
     )
     conditions: dict[str, Condition | None] = {
         SCRUBBED: Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message),
@@ -410,9 +429,9 @@ def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
     outcome = plan.outcome
     action = plan.secret
     assert action is not None
-    if action.kind == "converge":
+    if action.kind in ("converge", "merge"):
         outcome.status |= _managed(written)
-    elif action.kind == "empty":  # the target as the write found it: emptied, or absent
+    elif action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
         outcome.status |= _managed(written)
         message = scrubbed_message(action.name, written is not None)
         outcome.message = message

@@ -7,7 +7,8 @@ Every message is value-free: it names a call, a rule or an object, never a body 
     ├── KubeError             a Kubernetes call through the Cluster port failed
     │   ├── NotFound          404
     │   ├── Conflict          409 (resourceVersion/UID precondition failed)
-    │   │   └── AlreadyExists 409 AlreadyExists
+    │   │   ├── AlreadyExists 409 AlreadyExists
+    │   │   └── FieldsOwnedElsewhere  409 of a server-side apply: another manager owns keys
     │   ├── Forbidden         403 (namespace_terminating tells S4.15's quiet stop)
     │   ├── Gone              410 (watch expiry)
     │   ├── Invalid           422
@@ -43,6 +44,14 @@ class Conflict(KubeError):
 
 class AlreadyExists(Conflict):
     pass
+
+
+class FieldsOwnedElsewhere(Conflict):
+    """A server-side apply (S11.4) met data keys another field manager owns: their names."""
+
+    def __init__(self, action: str, status: int | None, reason: str, keys: tuple[str, ...]):
+        super().__init__(action, status, reason)
+        self.keys = keys
 
 
 class Gone(KubeError):

@@ -29,7 +29,9 @@ from .remediation import (
     remediation,
     spec_context,
 )
+from .spec import SpecInvalid, parse_spec
 from .step_details import StepDetails
+from .templates import template_variables
 
 # The S4.2 table's steps, named after its "Action" column.
 STEPS: dict[str, str] = {
@@ -45,6 +47,7 @@ STEPS: dict[str, str] = {
     "R9": "the target's type",
     "R10": "required destinations of a typed target",
     "R11": "loader-control pre-check",
+    "R11a": "templates and file format (S11)",
     "R12": "the stamp root",
     "R13": "cursor eligibility",
     "R14": "the Hikyo client",
@@ -95,6 +98,7 @@ def explain(
     mark = "done" if plan.outcome.reason in FINE else "STOP"
     detail = f": {details.of('R15')}" if step == "R15" else ""
     lines.append(f"  {mark:<5} {step:<4} {STEPS[step]}{detail}")
+    lines.extend(_destination_lines(observed, attempt))
     lines.extend(_outcome_lines(observed, plan, step, now, attempt))
     return lines
 
@@ -135,6 +139,27 @@ def _outcome_lines(
             f"  for {other.type}/{other.reason}: "
             f"{remediation(other.reason, remediation_context(observed, other, step, attempt))}"
         )
+    return lines
+
+
+def _destination_lines(observed: Observed, attempt: FetchAttempt | None) -> list[str]:
+    """S11.5: after a fetch, each template entry: rendered, or the sources it lacks (names)."""
+    delivered = _delivered_names(attempt)
+    try:
+        spec = parse_spec(observed.cr or {})
+    except SpecInvalid:
+        return []
+    if delivered is None or not spec.templates:
+        return []
+    source_of = {entry.secret_key: entry.key for entry in spec.mapping}
+    present = {e.secret_key for e in spec.mapping if e.key in delivered}
+    if spec.all_keys:
+        present = set(delivered)
+    lines = []
+    for key, reads in sorted(template_variables(dict(spec.templates)).items()):
+        lacking = sorted(source_of.get(name, name) for name in reads if name not in present)
+        state = f"lacks {', '.join(lacking)}" if lacking else "rendered"
+        lines.append(f"        destination {key}: {state}")
     return lines
 
 

@@ -174,15 +174,14 @@ def properties_escaped(text: str, *, key: bool) -> str:
         else:  # UTF-16 code units, as Java writes them
             units = char.encode("utf-16-be")
             out.extend(
-                f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2)
+                f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)
             )
     return "".join(out)
 
 
 def _properties(items: list[tuple[str, str]]) -> bytes:
     lines = (
-        f"{properties_escaped(k, key=True)}={properties_escaped(v, key=False)}\n"
-        for k, v in items
+        f"{properties_escaped(k, key=True)}={properties_escaped(v, key=False)}\n" for k, v in items
     )
     return "".join(lines).encode("ascii")
 

@@ -55,10 +55,11 @@ class SecretAction:
 
     ``converge``: create (``target`` None) or update the target to exactly ``data``;
     ``empty``: S4.10.1; ``delete``: S4.10.2 (with UID and resourceVersion preconditions);
-    ``release``: S4.14.3, drop this CR's ownerReference.
+    ``release``: S4.14.3, drop this CR's ownerReference; ``merge``: S11.4, apply ``data`` as
+    this CR's keys of an existing Secret; ``unmerge``: remove them (scrub, deletion).
     """
 
-    kind: str  # "converge" | "empty" | "delete" | "release"
+    kind: str  # "converge" | "empty" | "delete" | "release" | "merge" | "unmerge"
     namespace: str
     name: str
     cr_uid: str

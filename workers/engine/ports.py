@@ -17,6 +17,7 @@ from .fetched import FetchResult, ReportResult, Scope
 
 HIKYO_API_VERSION = "hikyo.dev/v1alpha1"
 LEASE_NAME = "hikyo-operator.hikyo.dev"  # S4.1.5: the leader Lease in the operator namespace
+FIELD_MANAGER = "hikyo-operator"  # every write's field manager (S11.4 applies under it)
 
 OPT_IN_ANNOTATION = "hikyo.dev/secrets"  # S6.1
 STAMP_ANNOTATION_PREFIX = "stamp.hikyo.dev/"  # S6.4
@@ -100,6 +101,15 @@ class SecretObject:
     owner_references: list[dict[str, Any]] = field(default_factory=list)
     finalizers: list[str] = field(default_factory=list)
     deleting: bool = False
+    # managedFields: field manager -> the data keys it owns (S11.4 reads its own and others')
+    data_managers: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def keys_managed_by(self, manager: str) -> frozenset[str]:
+        return self.data_managers.get(manager, frozenset())
+
+    def keys_managed_elsewhere(self, manager: str) -> frozenset[str]:
+        others = (keys for name, keys in self.data_managers.items() if name != manager)
+        return frozenset().union(*others)
 
     def controller_uid(self) -> str | None:
         for ref in self.owner_references:
@@ -150,6 +160,9 @@ class ClusterWrites(Protocol):
     def create_secret(self, secret: SecretObject) -> SecretObject: ...
     def replace_secret(self, secret: SecretObject) -> SecretObject: ...
     def delete_secret(self, namespace: str, name: str, uid: str, resource_version: str) -> None: ...
+    def apply_secret_data(
+        self, namespace: str, name: str, uid: str, resource_version: str, data: dict[str, bytes]
+    ) -> SecretObject: ...
     def patch_hikyosecret_finalizers(
         self, namespace: str, name: str, finalizers: list[str], resource_version: str
     ) -> None: ...

@@ -21,8 +21,14 @@ def not_owned(target_name: str) -> Outcome:
     )
 
 
-def release_failed(target_name: str, error: str) -> Outcome:
-    outcome = failure(f"cannot release Secret {target_name} before deletion: {error}")
+def release_failed(target_name: str, error: str, *, merged_keys: bool = False) -> Outcome:
+    """R1: the Secret's part of a deletion failed (S4.14.3 release, S11.4 removal of keys)."""
+    what = (
+        f"remove this HikyoSecret's keys from Secret {target_name}"
+        if merged_keys
+        else f"release Secret {target_name}"
+    )
+    outcome = failure(f"cannot {what} before deletion: {error}")
     outcome.write_status = False
     return outcome
 

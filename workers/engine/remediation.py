@@ -94,6 +94,18 @@ TEXTS: dict[str, str] = {
         "spec.target.type back to {existing_type}, or create a new HikyoSecret with a new "
         "target.name and migrate the consumers."
     ),
+    "MergeTargetMissing": (
+        "Secret {target} does not exist in namespace {namespace}, and creationPolicy Merge "
+        "writes HikyoSecret {name}'s keys into an existing Secret without ever creating one: "
+        "create the Secret first (usually the chart or tool that owns it does), or set "
+        "spec.target.creationPolicy: Owner to let the operator create and own it."
+    ),
+    "KeyOwnedElsewhere": (
+        "Secret {target} already has keys {keys} that another field manager owns, so nothing "
+        "was written: deliver them under other names (spec.mapping[].secretKey), or remove them "
+        "from the tool that manages Secret {target} (kubectl -n {namespace} get secret {target} "
+        "--show-managed-fields -o yaml shows who owns each key)."
+    ),
     # Delivery
     "UndeliveredSecrets": (
         "The credential receives only the presence of secret keys {keys}. A Hikyo operator "
@@ -122,6 +134,13 @@ TEXTS: dict[str, str] = {
         "target.type {target_type} needs native Secret types: enable them with Helm --set "
         "operator.nativeSecretTypes=true (standalone: HIKYO_OPERATOR_NATIVE_SECRET_TYPES=true "
         "with Secret delete RBAC), or use target.type Opaque."
+    ),
+    "InvalidTemplate": (
+        "spec.target.template.data[{key}] of HikyoSecret {name} cannot be used: {kind}. The "
+        "Secret keeps its previous content until it is fixed: correct the template (it may "
+        "read only the assembled keys, Jinja's filters, b64encode, b64decode, urlquote, tojson, "
+        "toyaml, sha256 and dockerconfigjson); python manage.py explain {namespace}/{name} "
+        "shows each destination key and the sources it reads."
     ),
     "EnvFromSkip": (
         "Warning only: destinations {keys} are not valid environment variable names, so "
@@ -169,6 +188,12 @@ TEXTS: dict[str, str] = {
 # FetchFailed and KeysMissing name several causes; the S4.2 step that decided (``step`` in the
 # context) or a ``cause`` picks the text for that cause.
 _BY_STEP: dict[tuple[str, str], str] = {
+    ("InvalidTemplate", "dotenv"): (
+        "A dotenv file (spec.target.format: dotenv) holds only environment-variable names, "
+        "and keys {keys} are not: give them such names with spec.mapping[].secretKey "
+        "(letters, digits and _, not starting with a digit), or use format json, yaml or "
+        "properties."
+    ),
     ("FetchFailed", "R3"): (
         "The HikyoSecret breaks a rule its CRD now enforces (see the message), e.g. "
         "spec.resyncInterval must be a Go duration of at least 10s (5m when empty): fix the "
@@ -377,6 +402,11 @@ _FROM_MESSAGE: dict[str, tuple[re.Pattern[str], ...]] = {
         re.compile(r"delivered loader-control keys " + _NAMES + r" that acknowledgedLoaderKeys"),
     ),
     "EnvFromSkip": (re.compile(r"destinations " + _NAMES + r" may be skipped"),),
+    "KeyOwnedElsewhere": (re.compile(r"already has keys " + _NAMES + r" that another"),),
+    "InvalidTemplate": (
+        re.compile(r"the template of data key (?P<key>\S+) is invalid: (?P<kind>.+)$"),
+        re.compile(r"keys " + _NAMES + r" are no environment-variable names"),
+    ),
     "NamespaceNotBound": (re.compile(r"may not (?P<verb>\S+) (?P<resource>\S+) in namespace"),),
 }
 
@@ -392,6 +422,8 @@ def message_context(reason: str, message: str) -> dict[str, str]:
             break
     if reason == "KeysMissing" and "in the mapping" in message:
         found["step"] = "R10"
+    if reason == "InvalidTemplate" and "environment-variable names" in message:
+        found["cause"] = "dotenv"
     if reason == "FetchFailed":
         cause = _fetch_failed_cause(message)
         if cause:

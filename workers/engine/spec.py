@@ -21,7 +21,12 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DATA_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_MAPPING = 256
 PROJECTIONS = ("full", "config-only")
-CREATION_POLICIES = ("Owner", "Orphan")
+CREATION_POLICIES = ("Owner", "Orphan", "Merge")
+FILE_FORMATS = ("dotenv", "json", "yaml", "properties")  # S11.3
+MERGE_POLICIES = ("Replace", "Merge")  # S11.1 template.mergePolicy
+MAX_TEMPLATES = 64
+MAX_TEMPLATE_BYTES = 16 * 1024
+MAX_TEMPLATES_BYTES = 64 * 1024
 
 
 class SpecInvalid(ValueError):
@@ -64,6 +69,11 @@ class SecretSpec:
     projection: str
     acknowledged: tuple[str, ...]
     resync_seconds: float
+    # S11.1: destination key -> template text, sorted by key; empty without a template
+    templates: tuple[tuple[str, str], ...] = ()
+    template_merge: bool = False  # template.mergePolicy Merge: assembled keys stay too
+    file_format: str | None = None
+    format_key: str | None = None
 
 
 def _text(value: Any) -> str:
@@ -121,7 +131,7 @@ def _parse_spec(cr: dict[str, Any]) -> SecretSpec:
         raise SpecInvalid(f"invalid spec: target.type {target_type!r} is not supported")
     creation_policy = target.get("creationPolicy") or "Owner"
     if creation_policy not in CREATION_POLICIES:
-        raise SpecInvalid("invalid spec: target.creationPolicy must be Owner or Orphan")
+        raise SpecInvalid("invalid spec: target.creationPolicy must be Owner, Orphan or Merge")
     projection = spec.get("projection") or "full"
     if projection not in PROJECTIONS:
         raise SpecInvalid("invalid spec: projection must be full or config-only")
@@ -132,6 +142,14 @@ def _parse_spec(cr: dict[str, Any]) -> SecretSpec:
         raise SpecInvalid("invalid spec: set exactly one of allKeys=true or a non-empty mapping")
     if all_keys and target_type != OPAQUE:
         raise SpecInvalid("invalid spec: allKeys=true requires target.type Opaque")
+
+    templates, template_merge = _parse_template(target.get("template"))
+    file_format, format_key = _parse_format(target)
+    if templates and file_format:  # S1.3.12
+        raise SpecInvalid("invalid spec: target.template and target.format exclude each other")
+    if (file_format or creation_policy == "Merge") and target_type != OPAQUE:  # S1.3.12, .14
+        what = "target.format" if file_format else "creationPolicy Merge"
+        raise SpecInvalid(f"invalid spec: {what} requires target.type Opaque")
 
     acknowledged = spec.get("acknowledgedLoaderKeys") or []
     return SecretSpec(
@@ -153,7 +171,54 @@ def _parse_spec(cr: dict[str, Any]) -> SecretSpec:
         projection=projection,
         acknowledged=tuple(str(name) for name in acknowledged),
         resync_seconds=interval,
+        templates=templates,
+        template_merge=template_merge,
+        file_format=file_format,
+        format_key=format_key,
     )
+
+
+def _parse_template(template: Any) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """S11.1, S1.3.15: 1-64 entries keyed by data keys, each text <= 16 KiB, <= 64 KiB in all."""
+    if template is None:
+        return (), False
+    template = template if isinstance(template, dict) else {}
+    data = template.get("data")
+    if not isinstance(data, dict) or not 1 <= len(data) <= MAX_TEMPLATES:
+        raise SpecInvalid(
+            f"invalid spec: target.template.data must hold 1 to {MAX_TEMPLATES} entries"
+        )
+    total = 0
+    for key, text in data.items():
+        if not is_secret_data_key(_text(key)):
+            raise SpecInvalid(f"invalid spec: target.template.data key {key!r} is not a data key")
+        size = len(_text(text).encode("utf-8"))
+        if not isinstance(text, str) or size > MAX_TEMPLATE_BYTES:
+            raise SpecInvalid(
+                f"invalid spec: target.template.data[{key}] must be text of at most 16 KiB"
+            )
+        total += size
+    if total > MAX_TEMPLATES_BYTES:
+        raise SpecInvalid("invalid spec: target.template.data holds more than 64 KiB in all")
+    policy = template.get("mergePolicy") or "Replace"
+    if policy not in MERGE_POLICIES:
+        raise SpecInvalid("invalid spec: target.template.mergePolicy must be Replace or Merge")
+    return tuple(sorted(data.items())), policy == "Merge"
+
+
+def _parse_format(target: dict[str, Any]) -> tuple[str | None, str | None]:
+    """S11.1, S1.3.13: formatKey exactly when format is set, and a data key."""
+    file_format = target.get("format")
+    format_key = target.get("formatKey")
+    if file_format is None:
+        if format_key is not None:
+            raise SpecInvalid("invalid spec: target.formatKey is allowed only with target.format")
+        return None, None
+    if file_format not in FILE_FORMATS:
+        raise SpecInvalid("invalid spec: target.format must be one of " + ", ".join(FILE_FORMATS))
+    if not is_secret_data_key(_text(format_key)):
+        raise SpecInvalid("invalid spec: target.format needs target.formatKey, a data key")
+    return file_format, format_key
 
 
 def _parse_mapping(items: list[Any]) -> tuple[MappingEntry, ...]:

@@ -11,6 +11,7 @@ from .observed import UNREAD, Observed
 from .plan import FetchAttempt, FetchPlan
 from .ports import SecretObject
 from .spec import SpecInvalid, parse_spec
+from .templates import template_variables
 
 
 @dataclass
@@ -114,6 +115,19 @@ class StepDetails:
             return "no loader-control keys mapped, none acknowledged"
         names = ", ".join(spec.acknowledged)
         return f"acknowledgedLoaderKeys matches the mapped loader-control keys: {names}"
+
+    def _r11a(self) -> str:
+        spec = self._spec()
+        if spec is None or (not spec.templates and spec.file_format is None):
+            return "no template or file format"
+        if spec.file_format is not None:
+            return f"every assembled key goes into data key {spec.format_key} as {spec.file_format}"
+        reads = template_variables(dict(spec.templates))
+        policy = "Merge" if spec.template_merge else "Replace"
+        entries = "; ".join(
+            f"{key} reads {', '.join(sorted(reads[key])) or 'no key'}" for key in sorted(reads)
+        )
+        return f"templates parse (mergePolicy {policy}): {entries}"
 
     def _r12(self) -> str:
         if self.observed.stamp_root is None:

@@ -205,8 +205,10 @@ def _tojson(value: Any) -> str:
 
 
 def _toyaml(value: Any) -> str:
-    return "".join(_yaml_lines(value, 0)) if isinstance(value, dict | list) else (
-        _yaml_scalar(value) + "\n"
+    return (
+        "".join(_yaml_lines(value, 0))
+        if isinstance(value, dict | list)
+        else (_yaml_scalar(value) + "\n")
     )
 
 
@@ -284,8 +286,10 @@ def _guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., An
         numbers = [v for v in (*values, *kwargs.values()) if isinstance(v, int | float)]
         if inputs > MAX_STRING or any(abs(n) > MAX_STRING for n in numbers):
             raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-        if name == "format" and values and any(
-            int(n) > MAX_STRING for n in _FORMAT_WIDTH.findall(_text(values[0]))
+        if (
+            name == "format"
+            and values
+            and any(int(n) > MAX_STRING for n in _FORMAT_WIDTH.findall(_text(values[0])))
         ):
             raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
         if name == "indent" and values:

@@ -1,0 +1,145 @@
+"""S11.4 on the real apiserver: creationPolicy Merge writes only this CR's keys into a Secret
+another tool made, with server-side apply, and never creates, adopts or empties it."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from kubernetes import client
+
+from k8s.errors import Conflict
+from k8s.gateway import KubeCluster
+from workers.engine.merge import MERGE_FINALIZER
+from workers.engine.ports import FIELD_MANAGER
+
+MERGE_TARGET = {"name": "app-env", "creationPolicy": "Merge"}
+OURS = {"DATABASE_URL", "log-level"}
+
+
+def _helm_secret(world, data: dict[str, bytes], **metadata) -> client.V1Secret:
+    """The Secret as a chart's install makes it: another field manager owns its keys."""
+    return world.core.create_namespaced_secret(
+        world.namespace,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="app-env", **metadata),
+            data={k: base64.b64encode(v).decode() for k, v in data.items()},
+        ),
+        field_manager="helm",
+    )
+
+
+def _settled(world) -> str:
+    """Reconciles past R2's finalizer patch; the reason of the run that did the work."""
+    result = world.reconcile()
+    if result.outcome.reason == "FinalizerAdded":
+        result = world.reconcile()
+    return result.outcome.reason
+
+
+def test_merge_adds_only_its_keys_and_an_unchanged_resync_writes_nothing(world):
+    _helm_secret(world, {"helm-key": b"from-the-chart"})
+    values = world.ready(target=MERGE_TARGET)
+
+    secret = world.target()
+    assert secret.data == {
+        "helm-key": b"from-the-chart",
+        "DATABASE_URL": values["DATABASE_URL"].encode(),
+        "log-level": values["LOG_LEVEL"].encode(),
+    }
+    assert secret.owner_references == []  # never taken: no ownerReference
+    assert secret.keys_managed_by(FIELD_MANAGER) == OURS
+    assert secret.keys_managed_by("helm") == {"helm-key"}
+    status = world.status()
+    assert status["keyCount"] == 2 and status["managedSecretUID"] == secret.uid
+    assert MERGE_FINALIZER in world.cr()["metadata"]["finalizers"]
+
+    world.reconcile()  # Delivered -> Current: one status write
+    before = world.target().resource_version
+    result = world.reconcile()
+    assert result.outcome.reason == "Current" and not result.status_written
+    assert world.target().resource_version == before  # S4.17: the stamp covers our keys
+
+
+def test_a_missing_target_is_refused_before_any_fetch_and_never_created(world):
+    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.create_cr(target=MERGE_TARGET)
+
+    assert _settled(world) == "MergeTargetMissing"
+    assert world.conditions()["Conflict"] == ("True", "MergeTargetMissing")
+    assert world.status()["lifecycle"] == "Refused"
+    assert world.target() is None
+    assert world.requests() == []  # R8 stops before the fetch
+
+
+def test_a_key_another_manager_owns_is_refused_by_name_and_nothing_is_written(world):
+    _helm_secret(world, {"log-level": b"chart-default"})
+    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.create_cr(target=MERGE_TARGET)
+    before = world.target()
+
+    assert _settled(world) == "KeyOwnedElsewhere"
+    assert world.conditions()["Conflict"] == ("True", "KeyOwnedElsewhere")
+    assert "log-level" in world.message("Conflict")
+    assert "chart-default" not in world.message("Conflict")
+    after = world.target()
+    assert after.resource_version == before.resource_version
+    assert after.data == {"log-level": b"chart-default"}
+
+
+def test_a_key_no_longer_delivered_goes_and_deletion_removes_only_ours(world):
+    _helm_secret(world, {"helm-key": b"from-the-chart"})
+    world.ready(target=MERGE_TARGET)
+
+    world.patch_cr("app", {"mapping": [{"key": "DATABASE_URL"}]})
+    assert world.reconcile().outcome.reason == "Delivered"
+    assert set(world.target().data) == {"helm-key", "DATABASE_URL"}
+    assert world.status()["keyCount"] == 1
+
+    world.custom.delete_namespaced_custom_object(
+        "hikyo.dev", "v1alpha1", world.namespace, "hikyosecrets", "app"
+    )
+    assert world.reconcile().outcome.reason == "Finalized"
+    secret = world.target()
+    assert secret is not None and secret.data == {"helm-key": b"from-the-chart"}
+    assert secret.keys_managed_by(FIELD_MANAGER) == frozenset()
+    with pytest.raises(client.ApiException) as gone:
+        world.cr()
+    assert gone.value.status == 404  # the finalizer went once our keys had
+
+
+def test_a_secret_another_controller_manages_is_never_written(world):
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "controller": True}
+    made = world.core.create_namespaced_config_map(
+        world.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="x"))
+    )
+    owner["uid"] = made.metadata.uid
+    _helm_secret(world, {"helm-key": b"h"}, owner_references=[owner])
+    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.create_cr(target=MERGE_TARGET)
+
+    assert _settled(world) == "ManagedSecretNotOwned"
+    assert world.target().data == {"helm-key": b"h"}
+
+
+def test_an_apply_never_recreates_a_secret_deleted_since_it_was_read(world):
+    """An apply creates an absent object even with a resourceVersion precondition; the UID the
+    gateway also sends makes it a 409 instead."""
+    _helm_secret(world, {"helm-key": b"h"})
+    gateway = KubeCluster(world.api_client)
+    read = gateway.get_secret(world.namespace, "app-env")
+    world.delete_target()
+    with pytest.raises(Conflict):
+        gateway.apply_secret_data(
+            world.namespace, "app-env", read.uid, read.resource_version, {"k": b"v"}
+        )
+    assert world.target() is None
