@@ -193,6 +193,61 @@ INVALID_SECRETS = [
     pytest.param({"resyncInterval": "5 minutes"}, "spec.resyncInterval", id="resync-grammar"),
     pytest.param({"resyncInterval": "9999999999h"}, "spec.resyncInterval", id="resync-overflow"),
     pytest.param({"resyncInterval": "-1m"}, "spec.resyncInterval", id="resync-negative"),
+    # S1.3.12-S1.3.15 (S11.1)
+    pytest.param(
+        {"target": {"template": {"data": {"a": "x"}}, "format": "json", "formatKey": "f"}},
+        "exclude each other",
+        id="template-and-format",
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/tls", "format": "yaml", "formatKey": "f"},
+            "mapping": [{"key": "C", "secretKey": "tls.crt"}, {"key": "K", "secretKey": "tls.key"}],
+        },
+        "target.format requires target.type Opaque",
+        id="format-typed",
+    ),
+    pytest.param({"target": {"format": "json"}}, "formatKey is required", id="format-no-key"),
+    pytest.param({"target": {"formatKey": "f"}}, "formatKey is required", id="formatkey-alone"),
+    pytest.param(
+        {"target": {"format": "toml", "formatKey": "f"}}, "spec.target.format", id="format-unknown"
+    ),
+    pytest.param(
+        {
+            "target": {"type": "kubernetes.io/tls", "creationPolicy": "Merge"},
+            "mapping": [{"key": "C", "secretKey": "tls.crt"}, {"key": "K", "secretKey": "tls.key"}],
+        },
+        "creationPolicy Merge requires target.type Opaque",
+        id="merge-typed",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"..x": "y"}}}},
+        "template keys must be Secret data keys",
+        id="template-key-dotdot",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {}}}}, "spec.target.template.data", id="template-empty"
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {f"k{i}": "x" for i in range(65)}}}},
+        "spec.target.template.data",
+        id="template-65-entries",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"k": "x" * 16385}}}},
+        "spec.target.template.data",
+        id="template-over-16k",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {f"k{i}": "x" * 16384 for i in range(5)}}}},
+        "at most 64 KiB together",
+        id="templates-over-64k",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"a": "x"}, "mergePolicy": "Append"}}},
+        "spec.target.template.mergePolicy",
+        id="template-merge-policy",
+    ),
 ]
 
 
@@ -282,6 +337,16 @@ VALID_SECRETS = [
         id="secretkey-dots-inside",
     ),
     pytest.param({"acknowledgedLoaderKeys": [f"LD_X{i}" for i in range(64)]}, id="ack-64"),
+    pytest.param(
+        {"target": {"template": {"data": {f"k{i}": "x" * 1024 for i in range(64)}}}},
+        id="template-64-entries",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"url": "{{ A }}"}, "mergePolicy": "Merge"}}},
+        id="template-merge",
+    ),
+    pytest.param({"target": {"format": "dotenv", "formatKey": ".env"}}, id="format-dotenv"),
+    pytest.param({"target": {"creationPolicy": "Merge"}}, id="creation-policy-merge"),
 ]
 
 DEFAULTS = {

@@ -1,0 +1,61 @@
+"""S11.2 and S11.3 on the real apiserver and the devserver: templates and file formats reach
+the Secret byte for byte, an edit re-renders at once, and a hostile template is a clear
+InvalidTemplate that quotes nothing."""
+
+from __future__ import annotations
+
+import io
+
+from dotenv import dotenv_values
+
+from tests.support.world import canary
+
+URL = "postgres://{{ DATABASE_URL | urlquote }}/{{ values['log-level'] }}"
+
+
+def test_a_template_renders_into_the_secret_and_an_edit_renders_again_at_once(world):
+    values = world.ready(target={"name": "app-env", "template": {"data": {"url": URL}}})
+    from urllib.parse import quote
+
+    expected = f"postgres://{quote(values['DATABASE_URL'], safe='')}/{values['LOG_LEVEL']}"
+    assert world.target().data == {"url": expected.encode()}
+    assert world.reconcile().outcome.reason == "Current"
+
+    world.patch_cr("app", {"target": {"template": {"data": {"url": "{{ DATABASE_URL }}"}}}})
+    result = world.reconcile()
+    # S11: the edit changed the binding, so no cursor let the server answer "current"
+    assert result.outcome.reason == "Delivered", result.outcome.message
+    assert world.target().data == {"url": values["DATABASE_URL"].encode()}
+    assert world.requests()[-1].cursor_present is False
+
+
+def test_a_dotenv_file_reads_back_as_the_delivered_values(world):
+    values = world.publish(
+        DATABASE_URL=canary("value") + " $HOME #x \"d\" ü", LOG_LEVEL="it's\nmulti-line"
+    )
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.create_cr(
+        mapping=[{"key": "DATABASE_URL"}, {"key": "LOG_LEVEL"}],
+        target={"name": "app-env", "format": "dotenv", "formatKey": ".env"},
+    )
+    assert world.reconcile().outcome.reason == "Delivered"
+    (text,) = world.target().data.values()
+    read = dotenv_values(stream=io.StringIO(text.decode()), interpolate=False)
+    assert read == {"DATABASE_URL": values["DATABASE_URL"], "LOG_LEVEL": values["LOG_LEVEL"]}
+
+
+def test_a_hostile_template_is_invalid_in_bounded_time_and_quotes_nothing(world):
+    hostile = "{{ (DATABASE_URL ~ 'x') * 100000000 }}"
+    values = world.publish(DATABASE_URL=canary("value"), LOG_LEVEL="info")
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.create_cr(target={"name": "app-env", "template": {"data": {"boom": hostile}}})
+    result = world.reconcile()
+    assert result.outcome.reason == "InvalidTemplate", result.outcome.message
+    message = world.message("Delivery")
+    assert "data key boom" in message
+    assert values["DATABASE_URL"] not in message and "100000000" not in message
+    assert world.target() is None  # nothing written, nothing half-rendered
