@@ -343,3 +343,28 @@ def test_status_remediation_of_a_never_reconciled_cr():
     }
     assert blocking_condition(healthy) is None
     assert status_remediation(cr(), None).startswith("Nothing to do")
+
+
+def test_after_the_fetch_each_template_entry_is_rendered_or_names_the_sources_it_lacks():
+    from tests.unit.decide_fixtures import TARGET, cr, dk
+
+    template = {"data": {"url": "{{ DATABASE_URL }}", "level": "{{ values['log-level'] }}"}}
+    obs = observed(cr(target={"name": TARGET, "template": template}))
+    lines = _lines(obs, attempt=delivery((dk("DATABASE_URL", "CANARY-v"),)))
+    text = "\n".join(lines)
+    assert "destination url: rendered" in text
+    assert "destination level: lacks LOG_LEVEL" in text
+    assert "CANARY" not in text
+
+
+def test_a_merge_delivery_says_it_applies_only_this_hikyosecrets_keys():
+    from tests.unit.decide_fixtures import TARGET, cr
+    from workers.engine.merge import MERGE_FINALIZER
+
+    merging = cr(
+        target={"name": TARGET, "creationPolicy": "Merge"},
+        metadata={"finalizers": [MERGE_FINALIZER]},
+    )
+    other = SecretObject("team-a", TARGET, data={"x": b"y"}, uid="u", resource_version="1")
+    text = "\n".join(_lines(observed(merging, target=other), attempt=delivery()))
+    assert "apply this HikyoSecret's 2 keys to Secret app-env" in text

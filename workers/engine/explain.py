@@ -205,6 +205,12 @@ def _writes(plan: Plan, observed: Observed) -> str:
             writes.append(f"empty Secret {action.name}")
         elif action.kind == "delete":
             writes.append(f"delete Secret {action.name}")
+        elif action.kind == "merge":
+            writes.append(
+                f"apply this HikyoSecret's {len(action.data)} keys to Secret {action.name}"
+            )
+        elif action.kind == "unmerge":
+            writes.append(f"remove this HikyoSecret's keys from Secret {action.name}")
         else:
             writes.append(f"release Secret {action.name} (drop this HikyoSecret's ownerReference)")
     if plan.rollout is not None and plan.rollout.patches:
