@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import re
-from collections import defaultdict
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
@@ -22,7 +21,7 @@ from kubernetes import client
 
 from controlplane.observations.management.commands.explain import ReadOnlyCluster
 from devserver import Fault, new_id
-from tests.support.kube import get_raw, unreachable_kubeconfig
+from tests.support.kube import settle, unreachable_kubeconfig, write_counters
 from tests.support.waiting import wait_for
 from tests.support.world import CANARIES, canary
 from workers.engine.explain import STEPS
@@ -30,48 +29,6 @@ from workers.engine.ports import write_methods
 from workers.engine.settings import OperatorSettings
 
 OPERATOR_NAMESPACE = "hikyo-system"
-WRITE_VERBS = {"POST", "CREATE", "UPDATE", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
-WATCHED = {
-    "secrets",
-    "hikyosecrets",
-    "hikyoinstances",
-    "events",
-    "deployments",
-    "statefulsets",
-    "daemonsets",
-}
-
-
-def write_counters(api_client) -> dict[str, float]:
-    """apiserver_request_total of every write verb on what the operator could write, by
-    (verb, resource, subresource): the status subresource of hikyosecrets included."""
-    text = get_raw(api_client, "/metrics", accept="text/plain").decode()
-    totals: dict[str, float] = defaultdict(float)
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in WATCHED:
-            key = f"{labels['verb']} {labels['resource']}/{labels.get('subresource', '')}"
-            totals[key] += float(line.rsplit(" ", 1)[1])
-    return dict(totals)
-
-
-def settle(api_client, own: str) -> None:
-    """Earlier tests' namespaces finish deleting first: the namespace controller and the
-    garbage collector write (delete) while they go, and the counters have no client label."""
-    core = client.CoreV1Api(api_client)
-
-    def quiet() -> bool:
-        return not [
-            n.metadata.name
-            for n in core.list_namespace().items
-            if n.status.phase == "Terminating" and n.metadata.name != own
-        ]
-
-    wait_for(quiet, timeout=180, interval=0.5, what="earlier test namespaces deleted")
-
-
 def settings_for(kubeconfig, **options):
     operator = OperatorSettings(operator_namespace=OPERATOR_NAMESPACE, **options)
     return override_settings(HIKYO_OPERATOR=operator, KUBECONFIG=str(kubeconfig))

@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 
 from dotenv import dotenv_values
+from kubernetes import client
 
+from tests.support.kube import settle, write_counters
 from tests.support.world import canary
 
 URL = "postgres://{{ DATABASE_URL | urlquote }}/{{ values['log-level'] }}"
@@ -31,7 +33,7 @@ def test_a_template_renders_into_the_secret_and_an_edit_renders_again_at_once(wo
 
 def test_a_dotenv_file_reads_back_as_the_delivered_values(world):
     values = world.publish(
-        DATABASE_URL=canary("value") + " $HOME #x \"d\" ü", LOG_LEVEL="it's\nmulti-line"
+        DATABASE_URL=canary("value") + ' $HOME #x "d" ü', LOG_LEVEL="it's\nmulti-line"
     )
     world.grant()
     world.create_instance()
@@ -59,3 +61,33 @@ def test_a_hostile_template_is_invalid_in_bounded_time_and_quotes_nothing(world)
     assert "data key boom" in message
     assert values["DATABASE_URL"] not in message and "100000000" not in message
     assert world.target() is None  # nothing written, nothing half-rendered
+
+
+def test_unchanged_resyncs_of_all_three_kinds_write_nothing(world):
+    """S4.17 for S11, by the apiserver's own request counters: a template, a file format and a
+    merge, each resynced twice after its first delivery, make no write at all."""
+    world.publish(DATABASE_URL=canary("value"), LOG_LEVEL="info")
+    world.grant()
+    world.create_instance()
+    world.create_credential()
+    world.core.create_namespaced_secret(
+        world.namespace,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="m-env"), string_data={"own": "x"}),
+        field_manager="helm",
+    )
+    shapes = {
+        "t": {"name": "t-env", "template": {"data": {"url": URL}}},
+        "f": {"name": "f-env", "format": "json", "formatKey": "config.json"},
+        "m": {"name": "m-env", "creationPolicy": "Merge"},
+    }
+    for name, target in shapes.items():
+        world.create_cr(name, target=target)
+        reasons = [world.reconcile(name).outcome.reason for _ in range(3)]
+        assert "Delivered" in reasons and reasons[-1] == "Current", (name, reasons)
+    settle(world.api_client, world.namespace)
+    before = write_counters(world.api_client)
+    for name in shapes:
+        for _ in range(2):
+            result = world.reconcile(name)
+            assert result.outcome.reason == "Current" and not result.status_written, name
+    assert write_counters(world.api_client) == before

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import yaml
 from kubernetes import client
 
 from .processes import free_port
+from .waiting import wait_for
 
 
 def get_raw(api_client: client.ApiClient, path: str, accept: str = "application/json") -> bytes:
@@ -49,3 +52,44 @@ def unreached_kubeconfig(tmp_path: Path) -> Path:
     path.write_text(UNREACHED_KUBECONFIG)
     return path
 
+
+WRITE_VERBS = {"POST", "CREATE", "UPDATE", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+WATCHED = {
+    "secrets",
+    "hikyosecrets",
+    "hikyoinstances",
+    "events",
+    "deployments",
+    "statefulsets",
+    "daemonsets",
+}
+
+
+def write_counters(api_client) -> dict[str, float]:
+    """apiserver_request_total of every write verb on what the operator could write, by
+    (verb, resource, subresource): the status subresource of hikyosecrets included."""
+    text = get_raw(api_client, "/metrics", accept="text/plain").decode()
+    totals: dict[str, float] = defaultdict(float)
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in WATCHED:
+            key = f"{labels['verb']} {labels['resource']}/{labels.get('subresource', '')}"
+            totals[key] += float(line.rsplit(" ", 1)[1])
+    return dict(totals)
+
+
+def settle(api_client, own: str) -> None:
+    """Earlier tests' namespaces finish deleting first: the namespace controller and the
+    garbage collector write (delete) while they go, and the counters have no client label."""
+    core = client.CoreV1Api(api_client)
+
+    def quiet() -> bool:
+        return not [
+            n.metadata.name
+            for n in core.list_namespace().items
+            if n.status.phase == "Terminating" and n.metadata.name != own
+        ]
+
+    wait_for(quiet, timeout=180, interval=0.5, what="earlier test namespaces deleted")

@@ -368,3 +368,54 @@ def test_a_merge_delivery_says_it_applies_only_this_hikyosecrets_keys():
     other = SecretObject("team-a", TARGET, data={"x": b"y"}, uid="u", resource_version="1")
     text = "\n".join(_lines(observed(merging, target=other), attempt=delivery()))
     assert "apply this HikyoSecret's 2 keys to Secret app-env" in text
+
+
+@pytest.mark.parametrize(
+    ("target", "found", "attempt", "step", "reason"),
+    [
+        pytest.param(
+            {"template": {"data": {"url": "{{ NOPE }}"}}},
+            None,
+            None,
+            "R11a",
+            "Delivery=False/InvalidTemplate",
+            id="invalid-template",
+        ),
+        pytest.param(
+            {"creationPolicy": "Merge"},
+            None,
+            None,
+            "R8",
+            "Conflict=True/MergeTargetMissing",
+            id="merge-target-missing",
+        ),
+        pytest.param(
+            {"creationPolicy": "Merge"},
+            {"log-level"},
+            delivery(),
+            "R16",
+            "Conflict=True/KeyOwnedElsewhere",
+            id="key-owned-elsewhere",
+        ),
+    ],
+)
+def test_explain_shows_the_step_of_each_s11_5_reason(target, found, attempt, step, reason):
+    from tests.unit.decide_fixtures import TARGET, cr
+    from workers.engine.merge import MERGE_FINALIZER
+
+    merging = target.get("creationPolicy") == "Merge"
+    finalizers = [MERGE_FINALIZER] if merging else []
+    the_cr = cr(target={"name": TARGET, **target}, metadata={"finalizers": finalizers})
+    existing = None
+    if found is not None:
+        existing = SecretObject(
+            "team-a",
+            TARGET,
+            data=dict.fromkeys(found, b"x"),
+            uid="u",
+            resource_version="1",
+            data_managers={"helm": frozenset(found)},
+        )
+    lines = _lines(observed(the_cr, target=existing), attempt=attempt)
+    assert _stop_line(lines) == step
+    assert f"outcome: {reason}" in "\n".join(lines)
