@@ -43,6 +43,11 @@ def _mapping(count: int) -> list[dict]:
     return [{"key": f"KEY_{i}"} for i in range(count)]
 
 
+def _templates(count: int, text: str) -> dict[str, str]:
+    """S11.1 template.data: ``count`` entries holding ``text``."""
+    return {f"k{i}": text for i in range(count)}
+
+
 INVALID_SECRETS = [
     # S1.3.1 auth: exactly one of secretRef / serviceAccountRef
     pytest.param(
@@ -248,6 +253,48 @@ INVALID_SECRETS = [
         "spec.target.template.mergePolicy",
         id="template-merge-policy",
     ),
+    pytest.param(
+        {"target": {"template": {"data": {"..": "y"}}}},
+        "template keys must be Secret data keys",
+        id="template-key-dotdot-exact",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {".": "y"}}}},
+        "template keys must be Secret data keys",
+        id="template-key-dot",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"a/b": "y"}}}},
+        "template keys must be Secret data keys",
+        id="template-key-slash",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {"k" * 254: "y"}}}},
+        "template keys must be Secret data keys",
+        id="template-key-too-long",
+    ),
+    pytest.param({"target": {"template": {}}}, "spec.target.template.data", id="template-no-data"),
+    # 16 KiB and 64 KiB are UTF-8 bytes, as the run-time re-check counts them: 'é' is two
+    pytest.param(
+        {"target": {"template": {"data": {"k": "\u00e9" * 8193}}}},
+        "at most 16 KiB (UTF-8 bytes)",
+        id="template-over-16KiB-in-utf8",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": {**_templates(4, "\u00e9" * 8192), "last": "x"}}}},
+        "at most 64 KiB together",
+        id="templates-over-64KiB-in-utf8",
+    ),
+    pytest.param(
+        {"target": {"format": "json", "formatKey": ".."}},
+        "formatKey must not be",
+        id="formatkey-dotdot",
+    ),
+    pytest.param(
+        {"target": {"format": "json", "formatKey": "a/b"}},
+        "spec.target.formatKey",
+        id="formatkey-slash",
+    ),
 ]
 
 
@@ -347,6 +394,49 @@ VALID_SECRETS = [
     ),
     pytest.param({"target": {"format": "dotenv", "formatKey": ".env"}}, id="format-dotenv"),
     pytest.param({"target": {"creationPolicy": "Merge"}}, id="creation-policy-merge"),
+    pytest.param(
+        {"target": {"template": {"data": {"a..b": "x", "._b": "y", ".env": "z"}}}},
+        id="template-keys-dots-inside",
+    ),
+    pytest.param(
+        {"target": {"template": {"data": _templates(4, "\u00e9" * 8192)}}},
+        id="templates-64KiB-in-utf8",
+    ),
+    pytest.param(
+        {
+            "target": {
+                "type": "kubernetes.io/dockerconfigjson",
+                "template": {"data": {".dockerconfigjson": "{{ dockerconfigjson(R, U, P) }}"}},
+            }
+        },
+        id="template-typed-target",
+    ),
+    pytest.param(
+        {"allKeys": True, "mapping": DELETE, "target": {"format": "yaml", "formatKey": "a.yaml"}},
+        id="all-keys-format",
+    ),
+    pytest.param(
+        {
+            "target": {
+                "creationPolicy": "Merge",
+                "format": "properties",
+                "formatKey": "app.properties",
+            }
+        },
+        id="merge-format",
+    ),
+    # every S11.1 bound at once stays within the CEL cost limits
+    pytest.param(
+        {
+            "target": {
+                "template": {
+                    "data": {f"{i:02d}".rjust(253, "k"): "x" * 1024 for i in range(64)},
+                    "mergePolicy": "Merge",
+                }
+            }
+        },
+        id="template-maximal",
+    ),
 ]
 
 DEFAULTS = {
@@ -356,6 +446,7 @@ DEFAULTS = {
     ("resyncInterval",): "5m",
     ("allKeys",): False,
 }
+TEMPLATE_DEFAULTS = {("target", "template", "mergePolicy"): "Replace"}
 
 
 @pytest.mark.parametrize("spec", VALID_SECRETS)
@@ -363,7 +454,8 @@ def test_valid_hikyosecret_is_accepted_with_defaults(api_client, namespace, spec
     """S1.2: valid manifests are admitted; omitted fields get the schema defaults."""
     body = make_hikyosecret("good", **spec)
     created = _create_secret(api_client, namespace, body)["spec"]
-    for path, default in DEFAULTS.items():
+    defaults = {**DEFAULTS, **(TEMPLATE_DEFAULTS if "template" in created["target"] else {})}
+    for path, default in defaults.items():
         sent = body["spec"]
         for part in path:
             sent = sent.get(part, {}) if isinstance(sent, dict) else {}
@@ -372,6 +464,12 @@ def test_valid_hikyosecret_is_accepted_with_defaults(api_client, namespace, spec
             got = got[part]
         expected = default if sent == {} else sent
         assert got == expected, (path, got)
+    # S11.1 fields are kept as sent, not pruned.
+    sent_target, created_target = body["spec"]["target"], created["target"]
+    for field in ("format", "formatKey"):
+        assert created_target.get(field) == sent_target.get(field), field
+    if "template" in sent_target:
+        assert created_target["template"]["data"] == sent_target["template"]["data"]
     # The operator applies secretKey = key itself (S1.2); the API server must not.
     if "mapping" in created:
         sent_mapping = body["spec"]["mapping"]

@@ -60,6 +60,7 @@ from tests.unit.decide_fixtures import (
     with_status,
 )
 from workers.engine.decide import ORPHAN_FINALIZER
+from workers.engine.merge import MERGE_FINALIZER
 from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.outcome import Requeue
 from workers.engine.plan import FetchPlan, Read, StoreNote
@@ -320,11 +321,36 @@ def test_R2_an_orphan_cr_holding_its_finalizer_goes_on():
         pytest.param({"scope": {"org": "acme"}}, "scope.org", id="scope-not-an-id"),
         pytest.param({"allKeys": True}, "allKeys", id="both-modes"),
         pytest.param({"target": {"name": "Not_A_Label"}}, "target.name", id="bad-target-name"),
+        pytest.param(
+            {"target": {"template": {"data": {"a": "x"}}, "format": "json", "formatKey": "a"}},
+            "exclude each other",
+            id="S1.3.12-template-and-format",
+        ),
+        pytest.param({"target": {"format": "json"}}, "formatKey", id="S1.3.13-no-format-key"),
+        pytest.param(
+            {"target": {"template": {"data": {"..x": "x"}}}},
+            "template.data key",
+            id="S1.3.15-template-key-dotdot",
+        ),
+        pytest.param(
+            {"target": {"template": {"data": {"k": "é" * 8193}}}},
+            "16 KiB",
+            id="S11.1-template-over-16KiB",
+        ),
     ],
 )
 def test_R3_invalid_spec_is_fetch_failed_before_any_read(spec, phrase):
     plan = stopped(only_cr(cr(**spec)))  # nothing else read
     assert_failed(plan, phrase)
+
+
+def test_R3_merge_on_a_typed_target_is_fetch_failed_once_r2_holds_its_finalizer():
+    """S1.3.14 re-checked (S1.3.9); R2 first adds the Merge finalizer, as for any Merge CR."""
+    the_cr = cr(
+        metadata={"finalizers": [MERGE_FINALIZER]},
+        target={"name": TARGET, "type": TLS, "creationPolicy": "Merge"},
+    )
+    assert_failed(stopped(only_cr(the_cr)), "creationPolicy Merge requires target.type Opaque")
 
 
 # -- R4 -----------------------------------------------------------------------------------------
