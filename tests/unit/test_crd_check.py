@@ -57,6 +57,17 @@ def test_a_crd_without_spec_target_type_names_the_field():
     ]
 
 
+def test_a_crd_from_before_s11_names_the_fields_it_would_prune():
+    crds = _shipped()
+    target = _spec_schema(crds[HIKYOSECRETS_CRD])["properties"]["target"]["properties"]
+    for name in ("template", "format", "formatKey"):
+        del target[name]
+    assert served_crd_problems(crds, VERSION) == [
+        f"served CRD hikyosecrets.hikyo.dev (v1alpha1) lacks spec.target.{name}"
+        for name in ("template", "format", "formatKey")
+    ]
+
+
 def test_both_missing_fields_are_reported():
     crds = _shipped()
     spec = _spec_schema(crds[HIKYOSECRETS_CRD])["properties"]

@@ -24,9 +24,14 @@ CHECKED_CRDS = (HIKYOSECRETS_CRD, HIKYOINSTANCES_CRD)
 # The served-schema fields S8.7 names, as paths below the root's properties.
 # status.lastForcedSync: a served schema without it prunes the record, and every run would
 # then be a forced full fetch with a status write (force_sync.py).
+# spec.target.template/format/formatKey (S11.1): a served schema without them prunes them,
+# and a HikyoSecret asking for a rendered URL or a file would silently get the raw keys.
 REQUIRED_SECRET_FIELDS = (
     ("spec", "allKeys"),
     ("spec", "target", "type"),
+    ("spec", "target", "template"),
+    ("spec", "target", "format"),
+    ("spec", "target", "formatKey"),
     ("status", "lastForcedSync"),
 )
 ACKNOWLEDGEMENT_PATH = ("spec", "acknowledgedLoaderKeys")
