@@ -73,7 +73,11 @@ def test_both_missing_fields_are_reported():
     spec = _spec_schema(crds[HIKYOSECRETS_CRD])["properties"]
     del spec["allKeys"], spec["target"]
     problems = crd_problems(HIKYOSECRETS_CRD, crds[HIKYOSECRETS_CRD], VERSION)
-    assert [p.rsplit(" ", 1)[1] for p in problems] == ["spec.allKeys", "spec.target.type"]
+    target_fields = ["type", "template", "format", "formatKey"]  # all went with spec.target
+    assert [p.rsplit(" ", 1)[1] for p in problems] == [
+        "spec.allKeys",
+        *(f"spec.target.{name}" for name in target_fields),
+    ]
 
 
 def test_a_cel_rule_missing_a_protected_name_is_reported():
