@@ -10,6 +10,7 @@ from kubernetes import client
 
 from k8s.errors import Conflict
 from k8s.gateway import KubeCluster
+from tests.support.clocks import ShiftedClock, on_clock
 from workers.engine.merge import MERGE_FINALIZER
 from workers.engine.ports import FIELD_MANAGER
 
@@ -143,3 +144,21 @@ def test_an_apply_never_recreates_a_secret_deleted_since_it_was_read(world):
             world.namespace, "app-env", read.uid, read.resource_version, {"k": b"v"}
         )
     assert world.target() is None
+
+
+def test_a_withdrawn_authorization_removes_only_our_keys_and_keeps_the_secret(world):
+    """S4.10.1 under Merge (S11.4): the scrub applies an empty set."""
+    _helm_secret(world, {"helm-key": b"from-the-chart"})
+    world.ready(target=MERGE_TARGET)
+    clock = ShiftedClock()
+    world.engine = on_clock(world.engine, clock)
+    world.devserver.set_grants(world.token, ())
+    world.reconcile()  # the first 404 is confirmed before anything is scrubbed (S4.10.0)
+    clock.advance(world.engine.settings.not_found_confirmation_seconds)
+
+    assert world.reconcile().outcome.reason == "AuthorizationWithdrawn"
+    secret = world.target()
+    assert secret is not None and secret.data == {"helm-key": b"from-the-chart"}
+    assert secret.keys_managed_by(FIELD_MANAGER) == frozenset()
+    assert world.status()["keyCount"] == 0
+    assert "left without this HikyoSecret's keys" in world.message("Scrubbed")

@@ -374,8 +374,11 @@ def _withdraw(
     return _scrubbed(observed, fetch, settings, now, action, delivery)
 
 
-def scrubbed_message(target_name: str, emptied: bool) -> str:
-    what = "emptied" if emptied else "deleted or left absent"
+def scrubbed_message(target_name: str, emptied: bool, *, merged: bool = False) -> str:
+    if merged and emptied:  # S11.4: only our keys go; the Secret is someone else's
+        what = "left without this HikyoSecret's keys"
+    else:
+        what = "emptied" if emptied else "deleted or left absent"
     return f"the Hikyo server no longer authorizes this delivery: Secret {target_name} was {what}"
 
 
@@ -389,7 +392,9 @@ def _scrubbed(
 ) -> Plan:
     spec = fetch.spec
     message = scrubbed_message(
-        spec.target_name, action.kind in ("empty", "unmerge") and fetch.target is not None
+        spec.target_name,
+        action.kind in ("empty", "unmerge") and fetch.target is not None,
+        merged=action.kind == "unmerge",
     )
     conditions: dict[str, Condition | None] = {
         SCRUBBED: Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message),
@@ -433,7 +438,9 @@ def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
         outcome.status |= _managed(written)
     elif action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
         outcome.status |= _managed(written)
-        message = scrubbed_message(action.name, written is not None)
+        message = scrubbed_message(
+            action.name, written is not None, merged=action.kind == "unmerge"
+        )
         outcome.message = message
         outcome.conditions[SCRUBBED] = Condition(
             SCRUBBED, "True", "AuthorizationWithdrawn", message
