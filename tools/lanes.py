@@ -127,6 +127,11 @@ def _report(index: int, log: Path, code: int) -> None:
     if start is not None:
         shown = lines[start + 1 : start + 26]
         print("\n".join([lines[start], *(line for line in shown if not SUMMARY.match(line))]))
+    table = next((i for i, line in enumerate(lines) if line.startswith("fault matrix (")), None)
+    if table is not None:  # what each fault cost, e.g. when a killed worker's keys re-ran
+        rows = lines[table:]
+        end = next((i for i, r in enumerate(rows) if not r.strip() or r.startswith("=")), None)
+        print("\n".join(rows[:end]))
     summary = next((line for line in reversed(lines) if SUMMARY.match(line)), None)
     print(summary or (lines[-1] if lines else "(no output)"))
 
