@@ -15,6 +15,7 @@ from workers.engine.errors import (
     Invalid,
     KubeError,
     NotFound,
+    ServerError,
 )
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Invalid",
     "KubeError",
     "NotFound",
+    "ServerError",
     "describe",
 ]
 

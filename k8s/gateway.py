@@ -39,6 +39,7 @@ from .errors import (
     Invalid,
     KubeError,
     NotFound,
+    ServerError,
 )
 from .events import EventSink
 from .slim_api import AppsV1, AuthorizationV1, CoordinationV1, CoreV1, CustomObjects
@@ -103,7 +104,7 @@ def translate(
         return Gone(action, status, reason)
     if status == 422:
         return Invalid(action, status, reason)
-    return KubeError(action, status, reason)
+    return ServerError(action, status, reason)
 
 
 def _fields_owned_elsewhere(causes: list[dict[str, Any]]) -> tuple[str, ...]:

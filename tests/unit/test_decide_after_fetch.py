@@ -104,7 +104,7 @@ def test_R15_pacing_gates_stop_without_any_write_and_without_backoff(gate, wait,
     assert outcome.events == []
     assert outcome.requeue is Requeue.AFTER  # not a failure: no backoff step
     assert not outcome.fetched
-    assert plan.secret is None and plan.rollout is None and plan.store == []
+    assert plan.secret is None and plan.rollout is None and plan.store == ()
     if gate is Gate.NO_TOKEN:
         assert outcome.delay == wait  # when a token is due
     else:  # spread over up to one more pause, so waiting CRs do not wake together
@@ -122,13 +122,13 @@ def test_R15_unresponsive_instance_is_fetch_failed_without_event_or_secret_write
     assert outcome.delay >= PROBE_INTERVAL_SECONDS
     assert outcome.status == {}  # cursor unchanged
     assert not outcome.fetched
-    assert plan.secret is None and plan.rollout is None and plan.store == []
+    assert plan.secret is None and plan.rollout is None and plan.store == ()
 
 
 def test_R15_a_gated_run_still_discards_a_404_record_of_another_binding():
     obs = observed(not_found=("0" * 64, NOW.wall - 5))
     plan = answered(obs, FetchAttempt(gate=Gate.NO_TOKEN, wait=1.0))
-    assert plan.store == [StoreNote("clear_not_found", CR_UID)]
+    assert plan.store == (StoreNote("clear_not_found", CR_UID),)
 
 
 def test_R15_decide_after_fetch_refuses_a_record_that_stops_before_the_fetch():
@@ -159,7 +159,7 @@ def test_R16_current_is_synced_and_writes_nothing():
     assert "Delivery" not in outcome.conditions  # S5.4: untouched by current
     assert plan.secret is None
     assert not outcome.wrote_secret and outcome.fetched
-    assert plan.store == [StoreNote("capabilities", INSTANCE_UID, text="a,b")]
+    assert plan.store == (StoreNote("capabilities", INSTANCE_UID, text="a,b"),)
     assert plan.passed == PASSED
     assert all(outcome.conditions[c] is None for c in PASSED)
 
@@ -462,9 +462,9 @@ def test_R16_first_authoritative_404_records_and_confirms_later():
     the_cr = cr()
     plan = answered(observed(the_cr, target=controlled_target()), NOT_FOUND)
     outcome = plan.outcome
-    assert plan.store == [
-        StoreNote("record_not_found", CR_UID, text=binding_for(the_cr), seconds=NOW.wall)
-    ]
+    assert plan.store == (
+        StoreNote("record_not_found", CR_UID, text=binding_for(the_cr), seconds=NOW.wall),
+    )
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
     assert "confirming" in outcome.message
     assert outcome.lifecycle == "Retained"
@@ -538,7 +538,7 @@ def test_R16_S4_10_0_a_second_404_exactly_30s_after_the_first_acts():
 
 def test_R16_a_second_404_too_soon_keeps_confirming_without_a_new_record():
     plan = answered(_confirmed(age=10.0), NOT_FOUND)
-    assert plan.secret is None and plan.store == []
+    assert plan.secret is None and plan.store == ()
     assert plan.outcome.reason == "FetchFailed" and plan.outcome.forced_full_next
     assert plan.outcome.requeue is Requeue.AFTER
     assert plan.outcome.delay == pytest.approx(20.0)
@@ -555,10 +555,10 @@ def test_R16_a_404_record_under_another_binding_is_replaced():
     obs = observed(the_cr, not_found=("0" * 64, NOW.wall - 120))
     plan = answered(obs, NOT_FOUND)
     assert plan.secret is None
-    assert plan.store == [
+    assert plan.store == (
         StoreNote("clear_not_found", CR_UID),
         StoreNote("record_not_found", CR_UID, text=binding_for(the_cr), seconds=NOW.wall),
-    ]
+    )
 
 
 def test_R16_already_scrubbed_needs_no_confirmation():
@@ -642,7 +642,7 @@ def test_R16_429_pauses_the_instance_for_the_org_and_requeues_after_the_waiters(
     outcome = plan.outcome
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
     assert outcome.requeue is Requeue.AFTER and outcome.delay == wait + RESUME_WINDOW
-    assert plan.store == [StoreNote("pause", pause_scope(INSTANCE_UID, ORG), seconds=wait)]
+    assert plan.store == (StoreNote("pause", pause_scope(INSTANCE_UID, ORG), seconds=wait),)
     assert outcome.status == {} and plan.secret is None
 
 
@@ -677,7 +677,7 @@ def test_R16_other_failures_are_fetch_failed_with_backoff_and_retain(status, det
     assert outcome.lifecycle == "Retained" and outcome.requeue is Requeue.BACKOFF
     assert _events(outcome) == [("Warning", "FetchFailed")]
     assert outcome.status == {}  # S4.11: cursor unchanged
-    assert plan.secret is None and plan.rollout is None and plan.store == []
+    assert plan.secret is None and plan.rollout is None and plan.store == ()
 
 
 # -- S4.13 ----------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_R0_a_gone_cr_stops_without_any_write():
     plan = stopped(Observed(NS, CR_NAME, cr=None))
     assert_quiet(plan, "Gone")
     assert plan.outcome.requeue is Requeue.NONE
-    assert plan.finalizers is None and plan.store == []
+    assert plan.finalizers is None and plan.store == ()
 
 
 def test_R0_S8_5_a_cr_in_the_operator_namespace_is_ignored_before_any_read():

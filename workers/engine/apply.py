@@ -16,7 +16,7 @@ from typing import Any
 
 from .decide_after_fetch import now_text, secret_write_failed, settle_secret
 from .decide_rollout import settle_rollout
-from .errors import AlreadyExists, Forbidden, KubeError
+from .errors import FAILED_CALLS, AlreadyExists, Forbidden, KubeError
 from .force_sync import requested_value
 from .merge import KeysOwnedElsewhere, keys_owned_elsewhere_refusal, merge_keys
 from .observe import access_allowed
@@ -56,21 +56,20 @@ def apply(
     # S6.5 stall records count only once the workloads were judged after the writes held.
     _store_notes(store, [n for n in plan.store if n.op != "stall_first_seen"], now)
     try:
-        outcome = _writes(plan, observed, cluster)
+        outcome, held = _writes(plan, observed, cluster)
     except Forbidden as error:  # S4.15
-        outcome = forbidden_outcome(
-            _refused(cluster, error, observed.namespace), observed.namespace
-        )
-    if outcome is plan.outcome:
+        refused = _refused(cluster, error, observed.namespace)
+        outcome, held = forbidden_outcome(refused, observed.namespace), False
+    if held:
         _store_notes(store, [n for n in plan.store if n.op == "stall_first_seen"], now)
     else:  # a write turned the decision into another outcome; the run still fetched
-        outcome.fetched = outcome.fetched or plan.outcome.fetched
+        outcome = replace(outcome, fetched=outcome.fetched or plan.outcome.fetched)
     stored = observed.status
     applied = Applied(outcome, list(stored.get("conditions") or []))
     if outcome.write_status and observed.cr is not None:
         outcome = outcome.with_passed(plan.passed)
         if plan.full_run:  # a forced sync is handled by a full reconcile only
-            outcome.forced_sync = requested_value(observed.cr)
+            outcome = replace(outcome, forced_sync=requested_value(observed.cr))
         applied = _write_status(cluster, observed, outcome, settings, now)
     for event in applied.outcome.events:
         try:
@@ -137,7 +136,9 @@ def create_stamp_root(
     return replace(fetch, stamp_root=None)
 
 
-def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
+def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> tuple[Outcome, bool]:
+    """The outcome once the writes are made, and whether the plan's decision held (False: a
+    failed or refused write replaced it)."""
     outcome = plan.outcome
     action = plan.secret
     writer = SecretWriter(cluster)
@@ -146,26 +147,27 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> Outcome:
             finished = _finalizing_write(writer, cluster, action)
             if isinstance(finished, WriteFailed):
                 merged_keys = action.kind == "unmerge"
-                return release_failed(action.name, finished.cause, merged_keys=merged_keys)
+                failed = release_failed(action.name, finished.cause, merged_keys=merged_keys)
+                return failed, False
         cluster.patch_hikyosecret_finalizers(
             observed.namespace,
             observed.name,
             plan.finalizers,
             observed.metadata["resourceVersion"],
         )
-        return outcome
+        return outcome, True
     if action is not None:
         result = _write_secret(writer, cluster, plan)
         if isinstance(result, WriteFailed):
-            return secret_write_failed(result.cause)
+            return secret_write_failed(result.cause), False
         if isinstance(result, NotOwned):
-            return not_owned(action.name)
+            return not_owned(action.name), False
         if isinstance(result, KeysOwnedElsewhere):
-            return keys_owned_elsewhere_refusal(action.name, result.keys)
+            return keys_owned_elsewhere_refusal(action.name, result.keys), False
         outcome = settle_secret(plan, result.secret)
     if plan.rollout is not None:  # S4.9 step 2
         outcome = settle_rollout(outcome, plan.rollout, _patch_stamps(cluster, plan.rollout))
-    return outcome
+    return outcome, True
 
 
 def _finalizing_write(
@@ -210,9 +212,7 @@ def _patch_stamps(cluster: Cluster, rollout: RolloutPlan) -> list[str]:
                 rollout.stamp,
                 uid=workload.uid,
             )
-        except Forbidden:
-            raise
-        except KubeError as error:
+        except FAILED_CALLS as error:
             log.warning(
                 "stamp of %s for %s/%s not patched: %s",
                 workload.ref,

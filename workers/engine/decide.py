@@ -8,6 +8,7 @@ when the steps before it passed. No I/O, no clock but the one passed in.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .binding import binding_digest, cursor_to_present
@@ -154,7 +155,7 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     if observed.server is None:
         return steps.stop(
             failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}"),
-            store=store,  # a binding change discards a pending 404 here too
+            store=tuple(store),  # a binding change discards a pending 404 here too
         )
     if settings.trigger_rollouts and observed.workloads is UNREAD:
         steps.step = "R16"  # read now for S4.9 step 2 and S6.5
@@ -205,7 +206,7 @@ def _foreign_owner(steps: _Steps, settings: OperatorSettings, now: Now) -> Decis
     outcome = stop_quietly("ForeignOwner", f"owned by the operator in {verdict.owner}")
     # No watch event comes when that operator stops (a healthy owner writes nothing): look
     # again by the time its Lease would go stale, else the CR is never taken over.
-    outcome.requeue, outcome.delay = Requeue.AFTER, verdict.recheck_after
+    outcome = replace(outcome, requeue=Requeue.AFTER, delay=verdict.recheck_after)
     return Stop(Plan(outcome=outcome, step="R0"))
 
 

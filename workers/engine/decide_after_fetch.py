@@ -55,12 +55,14 @@ def decide_after_fetch(
     if not isinstance(fetch, FetchPlan):
         raise NotAFetch(f"{observed.namespace}/{observed.name} does not reach R15")
     plan = _answer(observed, fetch, attempt, settings, now)
-    plan.store[:0] = fetch.store
-    plan.passed = fetch.passed
-    plan.step = "R15" if attempt.gate is not None else "R16"
-    plan.full_run = True
-    plan.outcome = plan.outcome.with_passed(fetch.passed)
-    return plan
+    return replace(
+        plan,
+        store=(*fetch.store, *plan.store),
+        passed=fetch.passed,
+        step="R15" if attempt.gate is not None else "R16",
+        full_run=True,
+        outcome=plan.outcome.with_passed(fetch.passed),
+    )
 
 
 def _answer(
@@ -80,10 +82,11 @@ def _answer(
         assert result.delivery is not None
         plan = _delivered(observed, fetch, result.delivery, settings, now)
         capabilities = ",".join(sorted(result.delivery.capabilities or ()))
-        plan.store[:0] = [
+        notes = (
             *_discard_pending_404(observed, fetch),
             StoreNote("capabilities", uid, text=capabilities),  # S7.2
-        ]
+        )
+        plan = replace(plan, store=(*notes, *plan.store))
     elif result.outcome is FetchOutcome.AUTHORITATIVE_NOT_FOUND:
         plan = _not_found(observed, fetch, settings, attempt.answered_at or now.wall, now)
     elif result.outcome is FetchOutcome.NOT_MATERIALIZED:  # S4.12
@@ -108,16 +111,15 @@ def _answer(
                 requeue=Requeue.AFTER,
                 delay=resume_delay_after_429(result.retry_after),
             ),
-            store=[
+            store=(
                 StoreNote(
                     "pause", pause_scope(uid, spec.org), seconds=pause_seconds(result.retry_after)
-                )
-            ],
+                ),
+            ),
         )
     else:
         plan = Plan(outcome=failure(f"fetch failed: {result.detail}"))  # S4.11
-    plan.outcome.fetched = True
-    return plan
+    return replace(plan, outcome=replace(plan.outcome, fetched=True))
 
 
 def _gated(attempt: FetchAttempt, instance_name: str, cr_uid: str) -> Outcome:
@@ -130,8 +132,7 @@ def _gated(attempt: FetchAttempt, instance_name: str, cr_uid: str) -> Outcome:
             requeue=Requeue.AFTER,
             delay=spread(max(attempt.wait, PROBE_INTERVAL_SECONDS), cr_uid),
         )
-        outcome.events = []
-        return outcome
+        return replace(outcome, events=[])
     if attempt.gate is Gate.PAUSED:
         # Back at the pause's end, in the order the CRs waiting on it became due (S4.1.6).
         return _paced("InstancePaused", resume_delay_while_paused(attempt.wait))
@@ -173,14 +174,17 @@ def _delivered(
         )
         stamp = observed.status.get("stamp")
         if stamp:  # R16: read-only S6.5, no patches and no event (S4.17)
-            plan_rollout(plan, observed, fetch, settings, stamp, patch=False, now=now)
+            plan = plan_rollout(plan, observed, fetch, settings, stamp, patch=False, now=now)
     else:
         plan = _full_delivery(observed, fetch, delivery, settings, now)
     outcome = plan.outcome
-    outcome.conditions = {**findings.conditions, **outcome.conditions}
-    outcome.status = {**findings.status, **outcome.status}
-    outcome.events = [*findings.events, *outcome.events]
-    return plan
+    with_findings = replace(
+        outcome,
+        conditions={**findings.conditions, **outcome.conditions},
+        status={**findings.status, **outcome.status},
+        events=[*findings.events, *outcome.events],
+    )
+    return replace(plan, outcome=with_findings)
 
 
 def _full_delivery(
@@ -290,8 +294,7 @@ def _write(
             content.data,
         )
     plan = Plan(outcome=outcome, secret=secret)
-    plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
-    return plan
+    return plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
 
 
 def _managed(secret: SecretObject | None) -> dict[str, str | None]:
@@ -321,15 +324,14 @@ def _not_found(
             seen = None
         if seen is None:
             note = StoreNote("record_not_found", spec.uid, text=fetch.binding, seconds=answered)
-            return Plan(outcome=_confirming(wait), store=[note])
+            return Plan(outcome=_confirming(wait), store=(note,))
         if fetch.cursor is not None or answered - seen[1] < wait:
             return Plan(outcome=_confirming(max(wait - (answered - seen[1]), 1.0)))
     if spec.target_type == OPAQUE:
         plan = _scrub(observed, fetch, settings, now)
     else:
         plan = _withdraw(observed, fetch, settings, now, None)
-    plan.store[:0] = _discard_pending_404(observed, fetch)
-    return plan
+    return replace(plan, store=(*_discard_pending_404(observed, fetch), *plan.store))
 
 
 def _discard_pending_404(observed: Observed, fetch: FetchPlan) -> list[StoreNote]:
@@ -348,8 +350,7 @@ def _confirming(delay: float) -> Outcome:
     outcome = failure(
         "not found; confirming before acting (S4.10.0)", requeue=Requeue.AFTER, delay=delay
     )
-    outcome.forced_full_next = True
-    return outcome
+    return replace(outcome, forced_full_next=True)
 
 
 def _scrub(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
@@ -422,8 +423,8 @@ def _scrubbed(
     )
     plan = Plan(outcome=outcome, secret=action)
     # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
-    plan_rollout(plan, observed, fetch, settings, outcome.status["stamp"], patch=True, now=now)
-    return plan
+    stamp = outcome.status["stamp"]
+    return plan_rollout(plan, observed, fetch, settings, stamp, patch=True, now=now)
 
 
 # -- what only the writes can tell ---------------------------------------------------------------
@@ -431,24 +432,24 @@ def _scrubbed(
 
 def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
     """The Secret write held: the status records the Secret as written (or its absence)."""
-    outcome = plan.outcome
     action = plan.secret
     assert action is not None
-    if action.kind in ("converge", "merge"):
-        outcome.status |= _managed(written)
-    elif action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
-        outcome.status |= _managed(written)
+    outcome = plan.outcome
+    if action.kind not in ("converge", "merge", "empty", "unmerge"):
+        return outcome
+    outcome = outcome.with_status(_managed(written))
+    if action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
         message = scrubbed_message(
             action.name, written is not None, merged=action.kind == "unmerge"
         )
-        outcome.message = message
-        outcome.conditions[SCRUBBED] = Condition(
-            SCRUBBED, "True", "AuthorizationWithdrawn", message
-        )
-        outcome.events = [
+        scrubbed = Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message)
+        events = [
             replace(e, message=message) if e.reason == "AuthorizationWithdrawn" else e
             for e in outcome.events
         ]
+        outcome = replace(outcome, message=message, events=events).with_condition(
+            SCRUBBED, scrubbed
+        )
     return outcome
 
 

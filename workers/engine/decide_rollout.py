@@ -3,6 +3,8 @@ progress, and the Rollout condition once the patches are known (S6.4-S6.6)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .conditions import ROLLOUT, Condition
 from .observed import Observed
 from .outcome import Event, Outcome, Requeue
@@ -21,25 +23,26 @@ def plan_rollout(
     *,
     patch: bool,
     now: Now,
-) -> None:
-    """S6.4 (when ``patch``), then S6.5 over the opted-in workloads not patched now. Off
-    without ``triggerRollouts``: no list, no patch, no Rollout condition (S6.6)."""
+) -> Plan:
+    """``plan`` with S6.4 (when ``patch``), then S6.5 over the opted-in workloads not patched
+    now. Off without ``triggerRollouts``: no list, no patch, no Rollout condition (S6.6)."""
     if not settings.trigger_rollouts:
-        return
+        return plan
     spec = fetch.spec
     workloads = observed.workloads
     if not isinstance(workloads, list):  # the list failed
         if patch:  # nothing could be patched: a patch failure (S4.9)
-            plan.rollout = RolloutPlan(
+            unlisted = RolloutPlan(
                 spec.namespace, spec.name, spec.target_name, stamp, warn=True, unlisted=True
             )
-        return  # informational only: keep what is stored
+            return replace(plan, rollout=unlisted)
+        return plan  # informational only: keep what is stored
     patches = tuple(patches_needed(workloads, spec.target_name, stamp)) if patch else ()
     before = observed.stall_first_seen
     not_progressed, first_seen = stalled(workloads, spec.target_name, stamp, before, now.wall)
     if first_seen != before:
-        plan.store.append(_stall_note(spec.uid, first_seen))
-    plan.rollout = RolloutPlan(
+        plan = replace(plan, store=(*plan.store, _stall_note(spec.uid, first_seen)))
+    rollout = RolloutPlan(
         spec.namespace,
         spec.name,
         spec.target_name,
@@ -48,6 +51,7 @@ def plan_rollout(
         not_progressed=tuple(not_progressed),
         warn=patch,
     )
+    return replace(plan, rollout=rollout)
 
 
 def decide_rollout_only(observed: Observed, settings: OperatorSettings, now: Now) -> Plan | None:
@@ -80,10 +84,8 @@ def decide_rollout_only(observed: Observed, settings: OperatorSettings, now: Now
         requeue=Requeue.NONE,
         conditions={ROLLOUT: rollout_condition(not_progressed)},
     )
-    plan = Plan(outcome=outcome)  # nothing but Rollout is evaluated: no step passed
-    if first_seen != before:
-        plan.store.append(_stall_note(spec.uid, first_seen))
-    return plan
+    notes = (_stall_note(spec.uid, first_seen),) if first_seen != before else ()
+    return Plan(outcome=outcome, store=notes)  # nothing but Rollout is evaluated: no step passed
 
 
 def _stall_note(cr_uid: str, first_seen: dict[str, float]) -> StoreNote:
@@ -100,10 +102,9 @@ def settle_rollout(outcome: Outcome, rollout: RolloutPlan, failed: list[str]) ->
     else:
         condition = rollout_condition(rollout.not_progressed, failed)
         patch_failed = bool(failed)
-    outcome.conditions[ROLLOUT] = condition
+    outcome = outcome.with_condition(ROLLOUT, condition)
     if condition is not None and rollout.warn:
-        outcome.events.append(Event("Warning", condition.reason, condition.message))
+        outcome = outcome.adding(Event("Warning", condition.reason, condition.message))
     if patch_failed:
-        outcome.requeue = Requeue.BACKOFF
-        outcome.clearing_cursor()
+        outcome = replace(outcome, requeue=Requeue.BACKOFF).clearing_cursor()
     return outcome

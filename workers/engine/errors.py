@@ -12,6 +12,7 @@ Every message is value-free: it names a call, a rule or an object, never a body 
     │   ├── Forbidden         403 (namespace_terminating tells S4.15's quiet stop)
     │   ├── Gone              410 (watch expiry)
     │   ├── Invalid           422
+    │   ├── ServerError       any other status (5xx, 401, 429, ...)
     │   └── FenceLost         S4.1.4: the run may no longer write
     └── HikyoClientError      the Hikyo adapter (S3.6): fixed texts, no value, no URL query
         ├── InvalidResponse   a 200 body that breaks S3.4
@@ -62,6 +63,10 @@ class Invalid(KubeError):
     pass
 
 
+class ServerError(KubeError):
+    """A status the tree names no class for: the call failed, for reasons of its own."""
+
+
 class Forbidden(KubeError):
     def __init__(
         self,
@@ -106,3 +111,16 @@ class InvalidBaseUrl(HikyoClientError):
 
 class InvalidTrust(HikyoClientError):
     """``caBundle`` breaks S3.2 (bad base64 or no parsable PEM certificate); no request."""
+
+
+# A call that failed for this run only: the caller records it and goes on. Forbidden is not
+# among them: the port raised it once, and S4.15 turns it into the run's outcome in one place
+# per phase (observe for reads, apply for writes), so no caller in between handles it.
+FAILED_CALLS: tuple[type[KubeError], ...] = (
+    NotFound,
+    Conflict,
+    Gone,
+    Invalid,
+    ServerError,
+    FenceLost,
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .conditions import CONFLICT, Condition
-from .errors import Conflict, FieldsOwnedElsewhere, Forbidden, KubeError, NotFound
+from .errors import FAILED_CALLS, Conflict, FieldsOwnedElsewhere, NotFound
 from .messages import key_list
 from .native_types import OPAQUE
 from .outcome import Outcome, refusal
@@ -140,9 +140,7 @@ def merge_keys(
             f"Secret {name} changed or was replaced while its keys were being applied "
             "(resourceVersion/UID conflict)"
         )
-    except Forbidden:
-        raise
-    except KubeError as error:
+    except FAILED_CALLS as error:
         return WriteFailed(f"applying keys to Secret {name} failed: {error}")
     if applied.uid != current.uid or not merged(applied, data):
         return WriteFailed(f"Secret {name} did not read back as applied (verification failed)")

@@ -17,7 +17,7 @@ from typing import Any
 
 from .credentials import Credential, account_refusal, from_secret, from_token
 from .decide import decide_before_fetch
-from .errors import Forbidden, HikyoClientError, KubeError
+from .errors import FAILED_CALLS, Forbidden, HikyoClientError, KubeError
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome
 from .plan import Needs, Now, Read
@@ -136,9 +136,7 @@ class _Reader:
     def _workloads(self, spec: SecretSpec) -> dict[str, Any]:
         try:
             workloads = self.cluster.list_workloads(spec.namespace)
-        except Forbidden:
-            raise
-        except KubeError as error:
+        except FAILED_CALLS as error:
             log.warning("workloads for %s/%s not listed: %s", spec.namespace, spec.name, error)
             return {"workloads": None}
         return {"workloads": workloads, "stall_first_seen": self.store.stall_first_seen(spec.uid)}

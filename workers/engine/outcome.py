@@ -26,9 +26,12 @@ class Requeue(enum.Enum):
 CURSOR_FIELDS = ("cursor", "cursorBinding")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
-    """One reconcile's decision. ``status`` maps field -> value, None meaning "remove"."""
+    """One reconcile's decision. ``status`` maps field -> value, None meaning "remove".
+
+    Frozen: a step that changes the decision returns a new one (``dataclasses.replace`` or the
+    methods here); nothing changes an outcome, or its maps and lists, in place."""
 
     reason: str
     requeue: Requeue
@@ -52,9 +55,17 @@ class Outcome:
         return replace(self, conditions={**dict.fromkeys(passed), **self.conditions})
 
     def clearing_cursor(self) -> Outcome:
-        for name in CURSOR_FIELDS:
-            self.status[name] = None
-        return self
+        return self.with_status(dict.fromkeys(CURSOR_FIELDS))
+
+    def with_status(self, fields: dict[str, Any]) -> Outcome:
+        """The same outcome with ``fields`` set in its status (None removes a field)."""
+        return replace(self, status={**self.status, **fields})
+
+    def with_condition(self, type_: str, condition: Condition | None) -> Outcome:
+        return replace(self, conditions={**self.conditions, type_: condition})
+
+    def adding(self, *events: Event) -> Outcome:
+        return replace(self, events=[*self.events, *events])
 
 
 def failure(

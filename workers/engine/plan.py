@@ -95,16 +95,16 @@ class StoreNote:
     first_seen: tuple[tuple[str, float], ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """Everything one run writes, in the S4.9 order ``apply`` follows: the Secret, the workload
-    stamps, then the status (cursor last) and events."""
+    stamps, then the status (cursor last) and events. Frozen, like its Outcome."""
 
     outcome: Outcome
     finalizers: list[str] | None = None  # R1/R2: the CR's new finalizer list
     secret: SecretAction | None = None
     rollout: RolloutPlan | None = None
-    store: list[StoreNote] = field(default_factory=list)
+    store: tuple[StoreNote, ...] = ()
     passed: tuple[str, ...] = ()  # condition types the passed steps remove (S5.4)
     step: str = ""  # the S4.2 step that decided ("R0" ... "R16")
     full_run: bool = False  # a full reconcile's plan (not a rollout-only evaluation)

@@ -4,6 +4,8 @@ release that failed before deletion (R1, S4.14.3)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .conditions import CONFLICT, UNRECONCILED, Condition
 from .observed import ForbiddenRead
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
@@ -28,9 +30,7 @@ def release_failed(target_name: str, error: str, *, merged_keys: bool = False) -
         if merged_keys
         else f"release Secret {target_name}"
     )
-    outcome = failure(f"cannot {what} before deletion: {error}")
-    outcome.write_status = False
-    return outcome
+    return replace(failure(f"cannot {what} before deletion: {error}"), write_status=False)
 
 
 def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:

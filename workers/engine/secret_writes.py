@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
+from .errors import FAILED_CALLS, AlreadyExists, Conflict, NotFound
 from .ports import HIKYO_API_VERSION, Cluster, SecretObject
 from .spec import SecretSpec
 
@@ -88,9 +88,7 @@ class SecretWriter:
                 f"Secret {spec.target_name} changed while it was being written "
                 "(resourceVersion conflict)"
             )
-        except Forbidden:
-            raise
-        except KubeError as error:
+        except FAILED_CALLS as error:
             return WriteFailed(f"writing Secret {spec.target_name} failed: {error}")
         return self._verify(spec, written, data)
 
@@ -155,7 +153,7 @@ class SecretWriter:
         kept = [r for r in current.owner_references if r.get("uid") != cr_uid]
         try:
             self.cluster.replace_secret(replace(current, owner_references=kept))
-        except KubeError as error:
+        except FAILED_CALLS as error:
             return WriteFailed(f"releasing Secret {target_name} failed: {error}")
         after = self.cluster.get_secret(namespace, target_name)
         if after is not None and after.controlled_by(cr_uid):
