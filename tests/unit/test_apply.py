@@ -19,7 +19,7 @@ from tests.unit.decide_fixtures import (
 from workers.engine.apply import apply, create_stamp_root
 from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.decide_rollout import decide_rollout_only
-from workers.engine.errors import AlreadyExists, Forbidden
+from workers.engine.errors import AlreadyExists, Forbidden, ServerError
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.plan import FetchPlan, Stop
 from workers.engine.ports import Event, SecretObject
@@ -142,3 +142,13 @@ def test_R12_a_forbidden_root_creation_is_S4_15():
     assert isinstance(stopped, Stop)
     assert stopped.plan.outcome.reason == "NamespaceNotBound"
     assert stopped.plan.step == "R12"
+
+
+def test_a_failed_status_write_is_a_failure_that_keeps_what_the_run_did():
+    obs = observed()
+    cluster = _Cluster(fail={"patch_hikyosecret_status": ServerError("patch", 503)})
+    applied = apply(_delivered_plan(obs), obs, cluster, MemoryQueue(), SETTINGS, NOW)
+    assert applied.outcome.reason == "FetchFailed"
+    assert "status write failed" in applied.outcome.message
+    assert applied.outcome.fetched and applied.outcome.wrote_secret
+    assert not applied.outcome.write_status and not applied.status_written

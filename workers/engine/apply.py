@@ -252,8 +252,11 @@ def _write_status(
         )
     except KubeError as error:
         log.warning("status of %s/%s not written: %s", observed.namespace, observed.name, error)
-        written = failure(f"status write failed: {error}")
-        written.fetched, written.write_status = outcome.fetched, False
-        written.wrote_secret = outcome.wrote_secret
+        written = replace(
+            failure(f"status write failed: {error}"),
+            fetched=outcome.fetched,
+            write_status=False,
+            wrote_secret=outcome.wrote_secret,
+        )
         return Applied(written, list(stored.get("conditions") or []))
     return Applied(outcome, desired["conditions"], status_written=True)
