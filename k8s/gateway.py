@@ -586,8 +586,9 @@ class KubeCluster:
 
     def patch_hikyosecret_status(
         self, namespace: str, name: str, patch: dict[str, Any], resource_version: str
-    ) -> None:
-        """A JSON merge patch of the status subresource (None removes a field)."""
+    ) -> dict[str, Any] | None:
+        """A JSON merge patch of the status subresource (None removes a field); the CR as
+        patched."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
         with _translated(
             f"patch hikyosecrets/status {namespace}/{name}",
@@ -597,9 +598,10 @@ class KubeCluster:
             subresource="status",
             namespace=namespace,
         ):
-            self.custom.patch_namespaced_custom_object_status(
+            patched = self.custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, SECRETS_PLURAL, name, body
             )
+        return patched if isinstance(patched, dict) else None
 
     def patch_workload_stamp(
         self, kind: str, namespace: str, name: str, target: str, stamp: str, *, uid: str = ""

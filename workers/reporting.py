@@ -142,7 +142,8 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
             if wait > 0:
                 store.put_note(_waiting_note(key), paced_scope, wait + WAITING_NOTE_MARGIN)
                 return None, wait
-    cr = cluster.get_hikyosecret(key.namespace, key.name)
+    reused = runtime.recent_reads.take(key.uid)  # S7.1 rev 3: its reconcile's reads
+    cr = reused.cr if reused is not None else cluster.get_hikyosecret(key.namespace, key.name)
     if cr is None or cr["metadata"]["uid"] != key.uid:
         return None, None
     try:
@@ -174,15 +175,19 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     if wait > 0:
         store.put_note(_waiting_note(key), scope, wait + WAITING_NOTE_MARGIN)
         return None, wait
-    credential = read_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
-    if not isinstance(credential, Credential):
-        return None, period  # refused (S2.4): the reconcile reports why
+    if reused is not None:
+        token = reused.token
+    else:
+        credential = read_credential(cluster, runtime.settings, spec, instance)  # S2.3.5
+        if not isinstance(credential, Credential):
+            return None, period  # refused (S2.4): the reconcile reports why
+        token = credential.token
     try:
         client = runtime.clients(instance)
     except HikyoClientError:
         return None, period
     answer = client.report_status(
-        Scope(spec.org, spec.project, spec.environment), token=credential.token, report=body
+        Scope(spec.org, spec.project, spec.environment), token=token, report=body
     )
     note_answer(store, instance_uid, answer.detail if answer.status is None else None)
     decided = verdict(answer.status, answer.retry_after, period)

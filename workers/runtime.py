@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +20,10 @@ from k8s.client import api_client as build_api_client
 from k8s.gateway import KubeCluster
 
 from .engine.ports import CoordinationStore
+from .engine.recent_reads import RecentReads
 from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
+from .engine.stamp_root import RecentStampRoot
 from .fencing import Fence, FencedCluster, FencedStore
 from .queue.base import KeyedQueue
 from .queue.orphans import incarnation, run_owner
@@ -62,6 +65,9 @@ class Runtime:
     identity: str = field(default_factory=worker_identity)
     # Embedded mode also fences on the Lease (S4.1.4); workers only on their lock.
     leader_ok: Callable[[], bool] = lambda: True
+    # This process's reuse windows (S6.3's stamp root, S7.1's reads), shared by every run.
+    recent_root: RecentStampRoot = field(default_factory=lambda: RecentStampRoot(time.monotonic))
+    recent_reads: RecentReads = field(default_factory=lambda: RecentReads(time.monotonic))
 
     def engine(self, fence: Fence | None = None) -> Engine:
         cluster = self.cluster
@@ -77,7 +83,14 @@ class Runtime:
 
             cluster = FencedCluster(self.cluster, fence_and_lease)
             store = FencedStore(store, fence_and_lease)
-        return Engine(cluster=cluster, store=store, settings=self.settings, client_for=self.clients)
+        return Engine(
+            cluster=cluster,
+            store=store,
+            settings=self.settings,
+            client_for=self.clients,
+            recent_root=self.recent_root,
+            recent_reads=self.recent_reads,
+        )
 
 
 def require_namespace(settings: OperatorSettings) -> None:

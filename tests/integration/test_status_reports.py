@@ -154,3 +154,43 @@ def test_a_report_waits_for_the_probe_gate_of_an_instance_that_stopped_answering
     runtime.reports.add(key)  # the next status write asks again
     attempt = _report(runtime, key)
     assert attempt is not None and attempt.http_status == 204
+
+
+class _Counting:
+    """The real gateway, counting the reads S7.1 lets a report skip."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self._cluster, self.reads = cluster, []
+
+    def __getattr__(self, name):
+        attribute = getattr(self._cluster, name)
+        if name not in ("get_hikyosecret", "get_secret", "get_service_account"):
+            return attribute
+
+        def counted(*args, **kwargs):
+            self.reads.append(name)
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+def test_a_report_after_its_reconcile_reuses_the_cr_and_credential_reads(world, runtime):
+    """S7.1 rev 3: same process, within 30 s: no second read of the CR or the credential, and
+    the body still describes the status the reconcile wrote."""
+    counting = _Counting(runtime.cluster)
+    runtime.cluster = counting
+    key = _deliver(world, runtime)
+    counting.reads.clear()
+
+    attempt = _report(runtime, key)
+
+    assert attempt is not None and attempt.http_status == 204
+    assert counting.reads == []
+    (body,) = world.devserver.status_reports
+    assert body["observed_generation"] == world.cr()["status"]["observedGeneration"]
+    assert body["lifecycle"] == "Synced"
+
+    runtime.reports.add(key)  # a second report has no reconcile of its own to follow
+    counting.reads.clear()
+    assert _report(runtime, key) is not None
+    assert counting.reads == ["get_hikyosecret", "get_secret"]

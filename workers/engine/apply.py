@@ -43,6 +43,9 @@ class Applied:
     conditions_after: list[dict[str, Any]]
     status_written: bool = False
     events_emitted: list[Event] = field(default_factory=list)
+    # The CR as this run left it (the status patch's answer, or the read when nothing was
+    # written); None when unknown. S7.1 lets the report that follows use it.
+    cr_after: dict[str, Any] | None = field(default=None, repr=False)
 
 
 def apply(
@@ -240,14 +243,14 @@ def _write_status(
         now=now_text(now.at),
         operator_namespace=settings.operator_namespace,
     )
-    if not status_differs(stored, desired):
-        return Applied(outcome, desired["conditions"])  # S4.17: nothing changed, nothing written
+    if not status_differs(stored, desired):  # S4.17: nothing changed, nothing written
+        return Applied(outcome, desired["conditions"], cr_after=observed.cr)
     if outcome.fetched:
         desired["lastFetch"] = now_text(now.at)
     patch: dict[str, Any] = {name: None for name in stored if name not in desired}
     patch.update(desired)
     try:
-        cluster.patch_hikyosecret_status(
+        patched = cluster.patch_hikyosecret_status(
             observed.namespace, observed.name, patch, observed.metadata["resourceVersion"]
         )
     except KubeError as error:
@@ -259,4 +262,4 @@ def _write_status(
             wrote_secret=outcome.wrote_secret,
         )
         return Applied(written, list(stored.get("conditions") or []))
-    return Applied(outcome, desired["conditions"], status_written=True)
+    return Applied(outcome, desired["conditions"], status_written=True, cr_after=patched)

@@ -26,6 +26,7 @@ from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
+from .recent_reads import RecentReads
 from .remediation import spec_context
 from .settings import OperatorSettings
 from .stamp_root import RecentStampRoot
@@ -45,11 +46,16 @@ class Engine:
     wall_seconds: Callable[[], float] = field(default=time.time)
     sleep: Callable[[float], None] = field(default=time.sleep)
     timer: Callable[[], float] = field(default=time.monotonic)
-    recent_root: RecentStampRoot | None = None  # S6.3's reuse window, made on first use
+    # The process's reuse windows (S6.3, S7.1): a Runtime passes its own to every Engine it
+    # builds; a stand-alone Engine makes its own.
+    recent_root: RecentStampRoot | None = None
+    recent_reads: RecentReads | None = None
 
     def __post_init__(self) -> None:
         if self.recent_root is None:
             self.recent_root = RecentStampRoot(self.timer)
+        if self.recent_reads is None:
+            self.recent_reads = RecentReads(self.timer)
 
     def now(self) -> Now:
         return Now(self.clock(), self.wall_seconds())
@@ -116,6 +122,9 @@ def reconcile(
             owner,
         )
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
+    if isinstance(decision, FetchPlan) and applied.cr_after is not None:  # S7.1 rev 3
+        assert engine.recent_reads is not None
+        engine.recent_reads.keep(decision.spec.uid, applied.cr_after, decision.token)
     result = _result(observed, applied, plan.step, asked_uid=uid)
     if plan.rollout is not None:
         result.rolled = [workload.ref for workload in plan.rollout.patches]

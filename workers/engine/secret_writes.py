@@ -1,6 +1,6 @@
 """``apply``'s Secret writes through the Cluster port: the managed Secret (S4.8), emptying it
 (S4.10.1), deleting a typed one (S4.10.2) and releasing it on Orphan deletion (S4.14.3). Each
-write is verified by an uncached read.
+write is verified by its own answer, or an uncached read where that has none (S4.8.4).
 
 Never adopt: only absent names are created, only controlled Secrets updated or deleted.
 What a write reveals is a value (``WriteResult``); a 403 still rises from the port, for
@@ -95,8 +95,14 @@ class SecretWriter:
     def _verify(
         self, spec: SecretSpec, written: SecretObject, data: dict[str, bytes]
     ) -> Written | WriteFailed:
-        """S4.8.4: controlled, same UID, desired type, byte-identical data."""
-        current = self.cluster.get_secret(spec.namespace, spec.target_name)
+        """S4.8.4: controlled, same UID, desired type, byte-identical data. The write's answer
+        (the object as stored, after admission) is that read when it carries a resourceVersion
+        (rev 3); only an answer without one costs a GET."""
+        current = (
+            written
+            if written.resource_version
+            else self.cluster.get_secret(spec.namespace, spec.target_name)
+        )
         if (
             current is None
             or current.uid != written.uid
