@@ -63,11 +63,7 @@ def test_merge_adds_only_its_keys_and_an_unchanged_resync_writes_nothing(world):
 
 
 def test_a_missing_target_is_refused_before_any_fetch_and_never_created(world):
-    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
-    world.grant()
-    world.create_instance()
-    world.create_credential()
-    world.create_cr(target=MERGE_TARGET)
+    world.prepare(target=MERGE_TARGET)
 
     assert _settled(world) == "MergeTargetMissing"
     assert world.conditions()["Conflict"] == ("True", "MergeTargetMissing")
@@ -78,11 +74,7 @@ def test_a_missing_target_is_refused_before_any_fetch_and_never_created(world):
 
 def test_a_key_another_manager_owns_is_refused_by_name_and_nothing_is_written(world):
     _helm_secret(world, {"log-level": b"chart-default"})
-    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
-    world.grant()
-    world.create_instance()
-    world.create_credential()
-    world.create_cr(target=MERGE_TARGET)
+    world.prepare(target=MERGE_TARGET)
     before = world.target()
 
     assert _settled(world) == "KeyOwnedElsewhere"
@@ -122,11 +114,7 @@ def test_a_secret_another_controller_manages_is_never_written(world):
     )
     owner["uid"] = made.metadata.uid
     _helm_secret(world, {"helm-key": b"h"}, owner_references=[owner])
-    world.publish(DATABASE_URL="a", LOG_LEVEL="b")
-    world.grant()
-    world.create_instance()
-    world.create_credential()
-    world.create_cr(target=MERGE_TARGET)
+    world.prepare(target=MERGE_TARGET)
 
     assert _settled(world) == "ManagedSecretNotOwned"
     assert world.target().data == {"helm-key": b"h"}

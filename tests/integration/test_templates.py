@@ -32,13 +32,9 @@ def test_a_template_renders_into_the_secret_and_an_edit_renders_again_at_once(wo
 
 
 def test_a_dotenv_file_reads_back_as_the_delivered_values(world):
-    values = world.publish(
-        DATABASE_URL=canary("value") + ' $HOME #x "d" ü', LOG_LEVEL="it's\nmulti-line"
-    )
-    world.grant()
-    world.create_instance()
-    world.create_credential()
-    world.create_cr(
+    published = {"DATABASE_URL": canary("value") + ' $HOME #x "d" ü', "LOG_LEVEL": "it's\nmulti"}
+    values = world.prepare(
+        published,
         mapping=[{"key": "DATABASE_URL"}, {"key": "LOG_LEVEL"}],
         target={"name": "app-env", "format": "dotenv", "formatKey": ".env"},
     )
@@ -50,11 +46,7 @@ def test_a_dotenv_file_reads_back_as_the_delivered_values(world):
 
 def test_a_hostile_template_is_invalid_in_bounded_time_and_quotes_nothing(world):
     hostile = "{{ (DATABASE_URL ~ 'x') * 100000000 }}"
-    values = world.publish(DATABASE_URL=canary("value"), LOG_LEVEL="info")
-    world.grant()
-    world.create_instance()
-    world.create_credential()
-    world.create_cr(target={"name": "app-env", "template": {"data": {"boom": hostile}}})
+    values = world.prepare(target={"name": "app-env", "template": {"data": {"boom": hostile}}})
     result = world.reconcile()
     assert result.outcome.reason == "InvalidTemplate", result.outcome.message
     message = world.message("Delivery")

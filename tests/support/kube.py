@@ -65,19 +65,29 @@ WATCHED = {
 }
 
 
-def write_counters(api_client) -> dict[str, float]:
-    """apiserver_request_total of every write verb on what the operator could write, by
-    (verb, resource, subresource): the status subresource of hikyosecrets included."""
+def request_totals(
+    api_client, verbs: set[str], resources: set[str], *, by_subresource: bool = True
+) -> dict[str, float]:
+    """The apiserver's own apiserver_request_total, summed by "VERB resource[/subresource]"
+    over ``verbs`` and ``resources``."""
     text = get_raw(api_client, "/metrics", accept="text/plain").decode()
     totals: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in WATCHED:
-            key = f"{labels['verb']} {labels['resource']}/{labels.get('subresource', '')}"
+        if labels.get("verb") in verbs and labels.get("resource") in resources:
+            key = f"{labels['verb']} {labels['resource']}"
+            if by_subresource:
+                key += f"/{labels.get('subresource', '')}"
             totals[key] += float(line.rsplit(" ", 1)[1])
     return dict(totals)
+
+
+def write_counters(api_client) -> dict[str, float]:
+    """Every write verb on what the operator could write, by (verb, resource, subresource):
+    the status subresource of hikyosecrets included."""
+    return request_totals(api_client, WRITE_VERBS, WATCHED)
 
 
 def settle(api_client, own: str) -> None:

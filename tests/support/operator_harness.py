@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 
 from tests.support.factories import GROUP, VERSION
-from tests.support.kube import get_raw
+from tests.support.kube import request_totals
 from tests.support.processes import (
     Service,
     celery_worker,
@@ -162,17 +162,9 @@ def assert_serialized(runs: list[tuple[str, float, float, str]]) -> None:
 
 def write_requests(api_client) -> dict[str, float]:
     """apiserver_request_total for writes to what the operator writes, by resource."""
-    text = get_raw(api_client, "/metrics", accept="text/plain").decode()
-    totals: dict[str, float] = defaultdict(float)
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("verb") in {"POST", "PUT", "PATCH", "DELETE", "APPLY"} and labels.get(
-            "resource"
-        ) in {"secrets", "hikyosecrets", "events", "deployments"}:
-            totals[f"{labels['verb']} {labels['resource']}"] += float(line.rsplit(" ", 1)[1])
-    return dict(totals)
+    verbs = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+    resources = {"secrets", "hikyosecrets", "events", "deployments"}
+    return request_totals(api_client, verbs, resources, by_subresource=False)
 
 
 def dump_redis(url: str) -> str:

@@ -119,13 +119,21 @@ class World:
             GROUP, VERSION, self.namespace, "hikyosecrets", name, {"spec": spec}
         )
 
-    def ready(self, **spec: Any) -> dict[str, str]:
-        """Instance + credential + published values + CR, reconciled once: the happy path."""
-        values = self.publish(DATABASE_URL=canary("value"), LOG_LEVEL=canary("value"))
+    def prepare(self, values: dict[str, str] | None = None, **spec: Any) -> dict[str, str]:
+        """Published values (canaries by default), a grant, the instance, the credential and
+        the CR ``app``; nothing reconciled yet. Returns the published values."""
+        published = self.publish(
+            **(values or {"DATABASE_URL": canary("value"), "LOG_LEVEL": canary("value")})
+        )
         self.grant()
         self.create_instance()
         self.create_credential()
         self.create_cr(**spec)
+        return published
+
+    def ready(self, **spec: Any) -> dict[str, str]:
+        """Instance + credential + published values + CR, reconciled once: the happy path."""
+        values = self.prepare(**spec)
         result = self.reconcile()
         if result.outcome.reason == "FinalizerAdded":  # R2 stops after the patch; rerun
             result = self.reconcile()
