@@ -8,7 +8,8 @@ multi-key writes use MULTI. Layout under ``<prefix>:`` (a member is ``namespace/
 ``due:<priority>``         zset    waiting members, score = absolute due time (injected clock)
 ``dispatched``             zset    members handed out by ``take_due``, score = when
 ``state:<member>``         hash    prio/forced (waiting), dprio/dforced (dispatched), failures,
-                                   dirty/dirty_forced, pdue/pprio/pforced (timer set mid-run)
+                                   dirty/dirty_forced, pdue/pprio/pforced (timer set mid-run),
+                                   run (sharded: the lock value of this layout's run)
 ``lock:<member>``          string  ``<fencing number> <owner>``, PX = lock ttl (S4.1.4)
 ``fence``                  string  counter behind the fencing numbers
 ``generation``             string  the S8.4 marker (time it was written)
@@ -19,6 +20,9 @@ multi-key writes use MULTI. Layout under ``<prefix>:`` (a member is ``namespace/
 ``worker-slots``           hash    worker -> how many tasks it runs at once
 =========================  ======  ==============================================================
 
+A shard of a sharded install (workers/shards.py) keeps ``due``, ``dispatched``, ``state`` and
+``generation`` under its own ``<prefix>:s<k>of<N>:``; everything else stays shared.
+
 Only references, digests, counts and times: never values, tokens, cursors or stamps (S0.4.1).
 Scripts name keys from the prefix at run time, so this needs a single Redis (not Cluster).
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -51,11 +55,14 @@ from .base import (
     next_timer,
 )
 
-# Shared Lua helpers, prepended to each script. ARGV[1] is always the prefix.
+# Shared Lua helpers, prepended to each script. ARGV[1] is always the prefix a shard schedules
+# under (P); KEYS[1], when given, the prefix every shard shares (G) for locks and fencing. They
+# are one prefix in an unsharded install (workers/shards.py).
 _PRELUDE = """
 local P = ARGV[1]
+local G = KEYS[1] or P
 local function state_key(m) return P .. ':state:' .. m end
-local function lock_key(m) return P .. ':lock:' .. m end
+local function lock_key(m) return G .. ':lock:' .. m end
 local function due_key(p) return P .. ':due:' .. p end
 
 -- Dedupe (patterns 1, 5): merge into the waiting entry; earlier due, higher priority, forced OR.
@@ -99,13 +106,16 @@ local function hand_out_again(m, now)
   if f[2] == '1' or f[4] == '1' or f[5] == '1' then forced = 1 end
   if f[3] == '1' then prio = 0 end
   redis.call('ZREM', P .. ':dispatched', m)
-  redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+  redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced', 'run')
   enqueue(m, now, prio, forced)
 end
 
+-- In flight here. Another layout's run holding the shared lock is not: a trigger marked dirty
+-- here would wait for a finish that never comes here, so the key waits due, and its dispatch
+-- meets the lock in begin.
 local function in_flight(m)
   return redis.call('HEXISTS', state_key(m), 'dprio') == 1
-    or redis.call('EXISTS', lock_key(m)) == 1
+    or (G == P and redis.call('EXISTS', lock_key(m)) == 1)
 end
 """
 
@@ -194,12 +204,21 @@ end
 return count
 """
 
-# ARGV: prefix, member, owner, ttl ms, dispatched only ('1')
+# ARGV: prefix, member, owner, ttl ms, dispatched only ('1'), due again at (sharded only)
 _BEGIN = """
 local m, owner, ttl = ARGV[2], ARGV[3], ARGV[4]
 local lk = lock_key(m)
 if ARGV[5] == '1' then
-  if redis.call('EXISTS', lk) == 1 then return false end
+  if redis.call('EXISTS', lk) == 1 then
+    -- Sharded: the lock may be another layout's run (a rolling change of the shard count),
+    -- whose finish never settles this layout's dispatch: due again shortly, not when stale.
+    -- A second copy of this layout's own message (its run recorded below) changes nothing.
+    if G ~= P and redis.call('ZSCORE', P .. ':dispatched', m)
+        and redis.call('HGET', state_key(m), 'run') ~= redis.call('GET', lk) then
+      hand_out_again(m, tonumber(ARGV[6]))
+    end
+    return false
+  end
   if not redis.call('ZSCORE', P .. ':dispatched', m) then return false end
 end
 if redis.call('EXISTS', lk) == 1 then
@@ -208,8 +227,9 @@ if redis.call('EXISTS', lk) == 1 then
   if redis.call('HGET', s, 'dforced') == '1' then redis.call('HSET', s, 'dirty_forced', 1) end
   return false
 end
-local token = redis.call('INCR', P .. ':fence')
+local token = redis.call('INCR', G .. ':fence')
 redis.call('SET', lk, token .. ' ' .. owner, 'PX', ttl)
+if G ~= P then redis.call('HSET', state_key(m), 'run', token .. ' ' .. owner) end
 return tostring(token)
 """
 
@@ -236,7 +256,7 @@ end
 if held then redis.call('DEL', lk) end
 redis.call('ZREM', P .. ':dispatched', m)
 local f = redis.call('HMGET', s, 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
-redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
+redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced', 'run')
 if tonumber(ARGV[9]) > 0 then
   redis.call('HSET', s, 'failures', ARGV[9])
 elseif tonumber(ARGV[9]) == 0 then
@@ -314,6 +334,8 @@ end
 return {#live, total}
 """
 
+# A sharded dispatch that met another layout's run holding the lock is due again this soon.
+BUSY_ELSEWHERE_RETRY_SECONDS = 5.0
 CALL_TIMEOUT_SECONDS = 5.0  # every script is a few O(log n) steps; 5 s means Redis is gone
 
 
@@ -341,9 +363,16 @@ class RedisQueue(KeyedQueue):
         prefix: str = "hikyo",
         clock: Clock = time.time,
         rng: random.Random | None = None,
+        *,
+        scheduling: str | None = None,
     ) -> None:
+        """``scheduling``: a shard's own prefix for due times, dispatched keys, key state and
+        the S8.4 marker (workers/shards.py); locks, fencing, records and worker slots stay
+        under ``prefix``. None: one prefix for all (an unsharded install)."""
         self._redis = bounded(client)
         self._prefix = prefix
+        self._scheduling = scheduling or prefix
+        self._shared = [prefix]
         self._clock = clock
         self._rng = rng or random.Random()
         script = client.register_script
@@ -367,6 +396,34 @@ class RedisQueue(KeyedQueue):
     def prefix(self) -> str:
         return self._prefix
 
+    @property
+    def scheduling(self) -> str:
+        return self._scheduling
+
+    def in_shard(self, scheduling: str) -> RedisQueue:
+        """The same store seen by the shard that schedules under ``scheduling``."""
+        if scheduling == self._scheduling:
+            return self
+        view = RedisQueue(self._redis, self._prefix, self._clock, self._rng, scheduling=scheduling)
+        view.observer = self.observer
+        return view
+
+    def retire(self, belongs_elsewhere: Callable[[str], bool], batch: int = 1000) -> int:
+        """Deletes every key under the prefix ``belongs_elsewhere`` names (another shard
+        layout's scheduling, workers/shards.py), by SCAN and UNLINK; how many went."""
+        gone = 0
+        doomed: list[str] = []
+        for raw in self._redis.scan_iter(match=f"{self._prefix}:*", count=batch):
+            name = _text(raw)
+            if belongs_elsewhere(name):
+                doomed.append(name)
+            if len(doomed) >= batch:
+                gone += int(self._redis.unlink(*doomed))
+                doomed = []
+        if doomed:
+            gone += int(self._redis.unlink(*doomed))
+        return gone
+
     # -- queueing ------------------------------------------------------------------------
 
     def add(
@@ -381,15 +438,16 @@ class RedisQueue(KeyedQueue):
         now = self._clock()
         due = now + max(delay, 0.0)
         added = self._add(
+            keys=self._shared,
             args=[
-                self._prefix,
+                self._scheduling,
                 member(key),
                 now,
                 due,
                 int(Priority(priority)),
                 int(forced_full),
                 delay,
-            ]
+            ],
         )
         if added == 1:
             self.observer.added()
@@ -405,13 +463,14 @@ class RedisQueue(KeyedQueue):
         """S4.1.3 timers; S4.1.2: with ``only_if_unscheduled`` an existing due time stays."""
         due = self._clock() + max(delay, 0.0)
         added = self._schedule(
+            keys=self._shared,
             args=[
-                self._prefix,
+                self._scheduling,
                 member(key),
                 due,
                 int(Priority(priority)),
                 int(only_if_unscheduled),
-            ]
+            ],
         )
         if added == 1:
             self.observer.added()
@@ -422,7 +481,9 @@ class RedisQueue(KeyedQueue):
         if limit <= 0:
             return []
         now = self._clock()
-        rows = self._take_due(args=[self._prefix, now, limit, int(max(Priority))])
+        rows = self._take_due(
+            keys=self._shared, args=[self._scheduling, now, limit, int(max(Priority))]
+        )
         tickets = []
         for m, p, forced, due in rows:
             tickets.append(Ticket(key_of(_text(m)), _text(forced) == "1", Priority(int(p))))
@@ -432,12 +493,14 @@ class RedisQueue(KeyedQueue):
     def redispatch_stale(self, older_than: float) -> int:
         """A lost message or a killed worker must not lose the key: due again, unless locked."""
         now = self._clock()
-        count = int(self._redispatch(args=[self._prefix, now, now - older_than]))
+        count = int(
+            self._redispatch(keys=self._shared, args=[self._scheduling, now, now - older_than])
+        )
         self.observer.added(count)  # dispatched keys are not waiting: each one enters again
         return count
 
     def dispatched_runs(self) -> list[DispatchedRun]:
-        members = [_text(m) for m in self._redis.zrange(self._key("dispatched"), 0, -1)]
+        members = [_text(m) for m in self._redis.zrange(self._scheduled("dispatched"), 0, -1)]
         if not members:
             return []
         held = self._redis.mget([self._key(f"lock:{m}") for m in members])
@@ -450,7 +513,9 @@ class RedisQueue(KeyedQueue):
         if not runs:
             return 0
         pairs = [part for run in runs for part in (member(run.key), run.owner or "")]
-        count = int(self._redispatch_runs(args=[self._prefix, self._clock(), *pairs]))
+        count = int(
+            self._redispatch_runs(keys=self._shared, args=[self._scheduling, self._clock(), *pairs])
+        )
         self.observer.added(count)
         return count
 
@@ -468,12 +533,19 @@ class RedisQueue(KeyedQueue):
         if ttl <= 0:
             raise ValueError("lock ttl must be positive")
         only = "1" if dispatched_only else "0"
-        token = self._begin(args=[self._prefix, member(key), owner, _millis(ttl), only])
+        again_at = self._clock() + BUSY_ELSEWHERE_RETRY_SECONDS
+        token = self._begin(
+            keys=self._shared,
+            args=[self._scheduling, member(key), owner, _millis(ttl), only, again_at],
+        )
         return None if token is None else Lock(key, owner, _text(token))
 
     def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:
         return bool(
-            self._renew(args=[self._prefix, member(lock.key), _lock_value(lock), _millis(ttl)])
+            self._renew(
+                keys=self._shared,
+                args=[self._scheduling, member(lock.key), _lock_value(lock), _millis(ttl)],
+            )
         )
 
     def holds(self, lock: Lock) -> bool:
@@ -509,8 +581,9 @@ class RedisQueue(KeyedQueue):
             )
             after = -1 if requeue is Requeue.AFTER else (timer.failures if timer else 0)
             reply = self._finish(
+                keys=self._shared,
                 args=[
-                    self._prefix,
+                    self._scheduling,
                     name,
                     _lock_value(lock),
                     now,
@@ -520,7 +593,7 @@ class RedisQueue(KeyedQueue):
                     int(timer.priority) if timer else 0,
                     after,
                     int(forced_full_next),
-                ]
+                ],
             )
             status = _text(reply[0])
             if status == "fenced":
@@ -539,10 +612,10 @@ class RedisQueue(KeyedQueue):
         name = member(key)
         with self._redis.pipeline(transaction=True) as pipe:
             for priority in Priority:
-                pipe.zrem(self._key(f"due:{int(priority)}"), name)
-            pipe.zrem(self._key("dispatched"), name)
+                pipe.zrem(self._scheduled(f"due:{int(priority)}"), name)
+            pipe.zrem(self._scheduled("dispatched"), name)
             pipe.delete(
-                self._key(f"state:{name}"),
+                self._scheduled(f"state:{name}"),
                 self._key(f"notfound:{key.uid}"),
                 self._key(f"stall:{key.uid}"),
             )
@@ -551,28 +624,28 @@ class RedisQueue(KeyedQueue):
     # -- reading -------------------------------------------------------------------------
 
     def failures(self, key: ObjectKey) -> int:
-        value = self._redis.hget(self._key(f"state:{member(key)}"), "failures")
+        value = self._redis.hget(self._scheduled(f"state:{member(key)}"), "failures")
         return 0 if value is None else int(_text(value))
 
     def due_in(self, key: ObjectKey) -> float | None:
         name = member(key)
         with self._redis.pipeline(transaction=True) as pipe:
             for priority in Priority:
-                pipe.zscore(self._key(f"due:{int(priority)}"), name)
+                pipe.zscore(self._scheduled(f"due:{int(priority)}"), name)
             scores = [score for score in pipe.execute() if score is not None]
         return min(scores) - self._clock() if scores else None
 
     def depth(self) -> int:
         with self._redis.pipeline(transaction=True) as pipe:
             for priority in Priority:
-                pipe.zcard(self._key(f"due:{int(priority)}"))
+                pipe.zcard(self._scheduled(f"due:{int(priority)}"))
             return sum(pipe.execute())
 
     def due_count(self) -> int:
         now = self._clock()
         with self._redis.pipeline(transaction=True) as pipe:
             for priority in Priority:
-                pipe.zcount(self._key(f"due:{int(priority)}"), "-inf", now)
+                pipe.zcount(self._scheduled(f"due:{int(priority)}"), "-inf", now)
             return sum(pipe.execute())
 
     def due_at_least(self, count: int) -> bool:
@@ -580,7 +653,7 @@ class RedisQueue(KeyedQueue):
         return count <= 0 or self.due_count() >= count
 
     def dispatched_count(self) -> int:
-        return int(self._redis.zcard(self._key("dispatched")))
+        return int(self._redis.zcard(self._scheduled("dispatched")))
 
     def advertise_slots(self, worker: str, slots: int, ttl: float) -> None:
         with self._redis.pipeline(transaction=True) as pipe:
@@ -607,7 +680,7 @@ class RedisQueue(KeyedQueue):
 
     def mark_generation(self) -> bool:
         """S8.4: SET NX; a missing marker means a new or lost store (returns False)."""
-        created = self._redis.set(self._key("generation"), repr(self._clock()), nx=True)
+        created = self._redis.set(self._scheduled("generation"), repr(self._clock()), nx=True)
         return not created
 
     # -- CoordinationStore (S4.10.0) -----------------------------------------------------
@@ -682,6 +755,9 @@ class RedisQueue(KeyedQueue):
 
     def _key(self, suffix: str) -> str:
         return f"{self._prefix}:{suffix}"
+
+    def _scheduled(self, suffix: str) -> str:
+        return f"{self._scheduling}:{suffix}"
 
     def _lock_key(self, key: ObjectKey) -> str:
         return self._key(f"lock:{member(key)}")
