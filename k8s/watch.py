@@ -43,6 +43,9 @@ class Resource:
     description: str  # for logs, e.g. "hikyosecrets in all namespaces"
     list_fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
+    # Only objects it keeps reach the handler or the watcher's memory (a shard leader's own,
+    # S4.1.8: the apiserver cannot select by a hash). None keeps every object.
+    keep: Callable[[dict[str, Any]], bool] | None = None
 
 
 class Gone410(Exception):  # the watch resourceVersion is too old
@@ -113,7 +116,10 @@ class Watcher(threading.Thread):
             listed = self.resource.list_fn(*self.resource.args, _preload_content=False, **paging)
             body = _json(listed)
             kind = body.get("kind", "").removesuffix("List")
+            keep = self.resource.keep
             for item in body.get("items") or []:
+                if keep is not None and not keep(item):
+                    continue
                 item.setdefault("kind", kind)
                 uid = item["metadata"]["uid"]
                 remembered = Tombstone.of(item, self.known.get(uid))
@@ -154,6 +160,8 @@ class Watcher(threading.Thread):
                     raise ValueError(f"watch error {obj.get('code')} {obj.get('reason')}")
                 resource_version = obj["metadata"]["resourceVersion"]
                 if kind == "BOOKMARK":
+                    continue
+                if self.resource.keep is not None and not self.resource.keep(obj):
                     continue
                 uid = obj["metadata"]["uid"]
                 if kind == "DELETED":

@@ -34,9 +34,11 @@ SLOTS_TTL_SECONDS = 30.0  # three missed advertisements: the worker is gone
 SLOTS_READ_EVERY_SECONDS = 5.0
 
 
-def window(slots: int) -> int:
-    """Keys that may be handed out at once for ``slots`` live worker slots."""
-    return max(slots, 0) + max(slots, SPARE_MIN)
+def window(slots: int, shares: int = 1) -> int:
+    """Keys that may be handed out at once for ``slots`` live worker slots; split between
+    ``shares`` shard leaders (S4.1.8), who share the workers, each its part rounded up."""
+    whole = max(slots, 0) + max(slots, SPARE_MIN)
+    return -(-whole // max(shares, 1))
 
 
 class WorkerSlots:
@@ -49,8 +51,10 @@ class WorkerSlots:
         *,
         read_every: float = SLOTS_READ_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        shares: int = 1,
     ) -> None:
         self.store, self.read_every, self.clock = store, read_every, clock
+        self.shares = shares  # shard leaders sharing these workers (S4.1.8)
         self._read_at: float | None = None
         self._live: tuple[int, int] | None = None
         self._lock = threading.Lock()  # both dispatchers and the /metrics scrape ask
@@ -69,7 +73,11 @@ class WorkerSlots:
 
     def free(self, queue: KeyedQueue) -> int:
         """How many more of ``queue``'s due keys may be handed out now."""
-        return window(self.slots()) - queue.dispatched_count()
+        return self.window() - queue.dispatched_count()
+
+    def window(self) -> int:
+        """This leader's part of the window (all of it unsharded)."""
+        return window(self.slots(), self.shares)
 
     def _say(self, live: tuple[int, int]) -> None:
         workers, slots = live

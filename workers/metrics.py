@@ -399,8 +399,10 @@ class OperatorCollector(Collector):
         readiness: Callable[[], Mapping[str, int] | None] = lambda: None,
         credential_expiry: Callable[[], Mapping[str, int] | None] = lambda: None,
         worker_slots: Callable[[], int] | None = None,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.leader, self.queues, self.lifecycles = leader, queues, lifecycles
+        self.shard = shard  # (this process's shard, how many) (S4.1.8)
         self.readiness = readiness  # blocker ("" when Ready) -> HikyoSecrets
         self.credential_expiry = credential_expiry  # CredentialExpiry reason -> HikyoSecrets
         self.worker_slots = worker_slots  # scaled mode only (workers/broker_window.py)
@@ -409,10 +411,14 @@ class OperatorCollector(Collector):
         return [*self._families(), *self._scaled_families()]
 
     def collect(self) -> Iterable[Metric]:
-        leader_family, depth, workqueue_depth, secrets, ready, expiring = self._families()
+        families = self._families()
+        leader_family, shard_family, depth, workqueue_depth, secrets, ready, expiring = families
         leading = _safely(self.leader, False)
         leader_family.add_metric([], 1.0 if leading else 0.0)
         yield leader_family
+        shard, shards = self.shard
+        shard_family.add_metric([str(shard), str(shards)], 1.0)
+        yield shard_family
         if not leading:
             return
         for name, queue in (_safely(self.queues, {}) or {}).items():
@@ -474,6 +480,13 @@ class OperatorCollector(Collector):
         return (
             GaugeMetricFamily(
                 "hikyo_operator_leader", "1 while this process holds the leader Lease (S4.1.5)."
+            ),
+            GaugeMetricFamily(
+                "hikyo_operator_shard_info",
+                "Always 1: the shard this operator process leads or stands by for, of how many "
+                "(S4.1.8; shard 0 of 1 unsharded). With hikyo_operator_leader, each shard's "
+                "leader; hikyo_operator_secrets on it, the shard's size.",
+                labels=["shard", "shards"],
             ),
             GaugeMetricFamily(
                 "hikyo_operator_queue_depth",

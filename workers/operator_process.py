@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -25,7 +26,7 @@ from k8s.watch import Resource, Watcher
 from k8s.watch_cache import WatchedReads, chain
 
 from . import metrics
-from .broker_window import WorkerSlots, window
+from .broker_window import WorkerSlots
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
@@ -34,6 +35,7 @@ from .report_gate import ReportGate
 from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
+from .shards import layout_of, of_another_layout
 from .sources import EventRouter
 
 if TYPE_CHECKING:  # scaled mode only imports it (and redis) at run time
@@ -57,6 +59,9 @@ CRD_CHECK_EVERY_SECONDS = 600.0  # S8.7
 # fixed CRD should not wait ten minutes to be noticed.
 CRD_RECHECK_FAILING_SECONDS = 15.0
 CRD_UNCHECKED = "served CRDs not checked yet (S8.7)"
+# S4.1.8: shard 0 of a layout deletes what other layouts scheduled this long after it starts
+# leading (their leaders are long gone by then, and their keys' runs settled).
+RETIRE_OTHER_LAYOUTS_AFTER_SECONDS = 3600.0
 
 
 class ServedCrdCheck(threading.Thread):
@@ -116,6 +121,7 @@ class OperatorProcess:
         embedded_workers: int = EMBEDDED_WORKERS,
     ) -> None:
         self.runtime = runtime
+        self.layout = layout_of(runtime.settings)  # S4.1.8: the shard this process leads
         # client-go's workqueue metrics (S8.6): the leader adds and takes, runs settle.
         runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
         runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)
@@ -140,7 +146,8 @@ class OperatorProcess:
         self._pool_size = embedded_workers
         if self._pool is not None:
             metrics.set_max_concurrent_reconciles(embedded_workers)
-        self._worker_slots = WorkerSlots(runtime.queue)  # scaled mode's broker window
+        # Scaled mode's broker window, shared with the other shard leaders.
+        self._worker_slots = WorkerSlots(runtime.queue, shares=self.layout.shards)
         if send_task is None:
             runtime.leader_ok = self.is_leader
         self.crd_check: ServedCrdCheck | None = None  # S8.7, one per term of leadership
@@ -170,6 +177,7 @@ class OperatorProcess:
             on_started=self._lead,
             on_stopped=self._follow,
             stop=self.stop_event,
+            name=self.layout.lease_name,
         )
         self.elector.start()
 
@@ -210,6 +218,7 @@ class OperatorProcess:
             readiness=self._router_counts("readiness_counts"),
             credential_expiry=self._router_counts("credential_expiry_counts"),
             worker_slots=self._worker_slots.slots if self._pool is None else None,
+            shard=(self.layout.shard, self.layout.shards),
         )
 
     def _metric_queues(self) -> dict[str, Any]:
@@ -287,6 +296,30 @@ class OperatorProcess:
                 what="report-queue",
             )
             self.report_dispatcher.start()
+        if self.layout.shard == 0 and self.send_task is not None:
+            threading.Thread(
+                target=self._retire_other_layouts, args=(leading,), name="retire", daemon=True
+            ).start()
+
+    def _retire_other_layouts(self, leading: threading.Event) -> None:
+        """S4.1.8: keys another shard layout scheduled (before a change of the shard count)
+        expire nowhere else: shard 0 deletes them once, an hour into its term."""
+        if leading.wait(RETIRE_OTHER_LAYOUTS_AFTER_SECONDS):
+            return
+        from .queue.redis import RedisQueue
+
+        for queue in (self.runtime.queue, self.runtime.reports):
+            if not isinstance(queue, RedisQueue):
+                continue
+            try:
+                gone = queue.retire(
+                    partial(of_another_layout, prefix=queue.prefix, layout=self.layout)
+                )
+            except Exception as error:  # the next term tries again
+                log.warning("retiring other shard layouts' keys failed: %s", describe(error))
+                continue
+            if gone:
+                log.info("retired %d keys other shard layouts left under %s", gone, queue.prefix)
 
     def _reads_publisher(
         self, watched: WatchedReads, leading: threading.Event
@@ -298,6 +331,10 @@ class OperatorProcess:
 
         if not isinstance(self.runtime.queue, RedisQueue):
             return None  # a scaled leader over the memory queue (tests): workers read as before
+        if self.layout.sharded:
+            # One shard's watches see only its namespaces' workloads, and workers serve every
+            # shard: they read the apiserver, as they do without a publisher.
+            return None
         from .published_reads import ReadsPublisher
         from .queue.published import PublishedStore
 
@@ -338,6 +375,8 @@ class OperatorProcess:
             )
         ]
         workloads = tuple(WORKLOAD_KINDS) if settings.trigger_rollouts else ()
+        # S4.1.8: a shard leader keeps its own namespaces' CRs and workloads, not the others'.
+        keep = self.layout.owns_object if self.layout.sharded else None
         for namespace in settings.namespaces or (None,):
             where = f" in {namespace}" if namespace else ""
             if namespace:
@@ -345,12 +384,14 @@ class OperatorProcess:
                     f"hikyosecrets{where}",
                     custom.list_namespaced_custom_object,
                     (GROUP, VERSION, namespace, SECRETS_PLURAL),
+                    keep,
                 )
             else:
                 crs = Resource(
                     "hikyosecrets",
                     custom.list_cluster_custom_object,
                     (GROUP, VERSION, SECRETS_PLURAL),
+                    keep,
                 )
             resources.append((crs, router.on_secret, ""))
             for kind in workloads:
@@ -358,7 +399,7 @@ class OperatorProcess:
                     lister, args = getattr(apps, f"list_namespaced_{kind}"), (namespace,)
                 else:
                     lister, args = getattr(apps, f"list_{kind}_for_all_namespaces"), ()
-                resource = Resource(f"{kind}s{where}", lister, args)
+                resource = Resource(f"{kind}s{where}", lister, args, keep)
                 resources.append((resource, router.on_workload, WORKLOAD_KINDS[kind]))
         return resources
 
@@ -390,7 +431,7 @@ class OperatorProcess:
         in the broker (workers/broker_window.py), behind the same gate."""
         if self._report_pool is None:
             slots = self._worker_slots.slots()
-            free = window(slots) - self.runtime.reports.dispatched_count()
+            free = self._worker_slots.window() - self.runtime.reports.dispatched_count()
         else:
             with self._in_flight_lock:
                 free = EMBEDDED_REPORTERS - self._reports_in_flight
@@ -454,13 +495,21 @@ class OperatorProcess:
             dispatcher.wake()  # the freed slot takes the next due key now, not at the next tick
 
 
-def celery_sender(ticket: Ticket) -> None:
-    """Scaled mode: a Celery task carrying only (namespace, name, uid)."""
+def _shard_kwargs(shard: str) -> dict[str, str]:
+    """A sharded leader's tasks name its shard (S4.1.8); an unsharded one's carry nothing new,
+    so a worker of an older release still takes them."""
+    return {"shard": shard} if shard else {}
+
+
+def celery_sender(ticket: Ticket, shard: str = "") -> None:
+    """Scaled mode: a Celery task carrying only (namespace, name, uid) and the shard's tag."""
     from . import tasks
 
     task = tasks.reconcile_full if ticket.forced_full else tasks.reconcile
     task.apply_async(
-        args=list(ticket.key.as_args()), priority=RECONCILE_PRIORITY[Priority(ticket.priority)]
+        args=list(ticket.key.as_args()),
+        kwargs=_shard_kwargs(shard),
+        priority=RECONCILE_PRIORITY[Priority(ticket.priority)],
     )
 
 
@@ -471,9 +520,11 @@ def celery_rollout_sender(key: ObjectKey) -> None:
     tasks.evaluate_rollout.apply_async(args=list(key.as_args()))
 
 
-def celery_report_sender(ticket: Ticket) -> None:
+def celery_report_sender(ticket: Ticket, shard: str = "") -> None:
     """Scaled mode: a status-report task (S7), again only (namespace, name, uid), sent at the
     broker's lowest priority: a worker takes every waiting reconcile before it (S7.4)."""
     from . import tasks
 
-    tasks.report_status.apply_async(args=list(ticket.key.as_args()), priority=REPORT_PRIORITY)
+    tasks.report_status.apply_async(
+        args=list(ticket.key.as_args()), kwargs=_shard_kwargs(shard), priority=REPORT_PRIORITY
+    )

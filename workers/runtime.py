@@ -11,7 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,9 @@ from .engine.stamp_root import RecentStampRoot
 from .fencing import Fence, FencedCluster, FencedStore
 from .queue.base import KeyedQueue
 from .queue.orphans import incarnation, run_owner
+from .shards import ShardLayout, layout_of, layout_of_tag
+
+QUEUE_PREFIX, REPORTS_PREFIX = "hikyo", "hikyo-reports"
 
 Recorder = Callable[[RunResult, datetime, float], None]
 
@@ -68,6 +71,7 @@ class Runtime:
     # This process's reuse windows (S6.3's stamp root, S7.1's reads), shared by every run.
     recent_root: RecentStampRoot = field(default_factory=lambda: RecentStampRoot(time.monotonic))
     recent_reads: RecentReads = field(default_factory=lambda: RecentReads(time.monotonic))
+    _shard_views: dict[str, Runtime] = field(default_factory=dict, init=False, repr=False)
 
     def engine(self, fence: Fence | None = None) -> Engine:
         cluster = self.cluster
@@ -92,6 +96,29 @@ class Runtime:
             recent_reads=self.recent_reads,
         )
 
+    def in_shard(self, tag: str) -> Runtime:
+        """A worker's view for a task of the shard ``tag`` names (workers.shards): the same
+        clients, windows and locks; that shard's scheduling. "" is the runtime itself."""
+        if not tag:
+            return self
+        views = self._shard_views
+        if tag not in views:
+            layout = layout_of_tag(tag)  # a malformed tag fails here, before any run
+            views[tag] = replace(
+                self,
+                queue=_in_shard(self.queue, QUEUE_PREFIX, layout),
+                reports=_in_shard(self.reports, REPORTS_PREFIX, layout),
+            )
+        return views[tag]
+
+
+def _in_shard(queue: KeyedQueue, prefix: str, layout: ShardLayout) -> KeyedQueue:
+    from .queue.redis import RedisQueue  # sharding is scaled mode's, on Redis
+
+    if not isinstance(queue, RedisQueue):
+        raise ValueError(f"{layout} needs the scaled mode's Redis keyed queue")
+    return queue.in_shard(layout.schedule_prefix(prefix))
+
 
 def require_namespace(settings: OperatorSettings) -> None:
     if not settings.operator_namespace:
@@ -100,7 +127,9 @@ def require_namespace(settings: OperatorSettings) -> None:
         )
 
 
-def build_queue(redis_url: str | None, prefix: str = "hikyo") -> KeyedQueue:
+def build_queue(
+    redis_url: str | None, prefix: str = QUEUE_PREFIX, layout: ShardLayout | None = None
+) -> KeyedQueue:
     """Redis when configured (scaled mode), else in memory (embedded mode, S8.4)."""
     if redis_url:
         import redis
@@ -110,7 +139,8 @@ def build_queue(redis_url: str | None, prefix: str = "hikyo") -> KeyedQueue:
         # RedisQueue bounds every call (its socket timeouts); a pooled connection is checked
         # before reuse after 30 s idle, so one dropped by a Redis restart is not tried first.
         connection = redis.Redis.from_url(redis_url, health_check_interval=30)
-        return RedisQueue(connection, prefix=prefix)
+        scheduling = (layout or ShardLayout()).schedule_prefix(prefix)
+        return RedisQueue(connection, prefix=prefix, scheduling=scheduling)
     from .queue.memory import MemoryQueue
 
     return MemoryQueue()
@@ -125,11 +155,17 @@ def build_runtime(
     record_report: Callable[[Any], None] = _no_recording,
 ) -> Runtime:
     require_namespace(settings)
+    layout = layout_of(settings)
+    if layout.sharded and not redis_url:
+        raise ValueError(
+            f"HIKYO_OPERATOR_SHARDS={layout.shards} needs scaled mode (HIKYO_OPERATOR_REDIS_URL):"
+            " an embedded operator is one shard"
+        )
     return Runtime(
         settings=settings,
         cluster=KubeCluster(build_api_client(kubeconfig)),
-        queue=build_queue(redis_url),
-        reports=build_queue(redis_url, prefix="hikyo-reports"),
+        queue=build_queue(redis_url, QUEUE_PREFIX, layout),
+        reports=build_queue(redis_url, REPORTS_PREFIX, layout),
         record=record,
         record_report=record_report,
     )

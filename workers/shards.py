@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .engine.ports import LEASE_NAME
+from .engine.settings import OperatorSettings
 
 MAX_SHARDS = 64
 _TAG = re.compile(r"^s(\d+)of(\d+)$")
@@ -67,6 +68,10 @@ class ShardLayout:
 
     def __str__(self) -> str:
         return f"shard {self.shard} of {self.shards}"
+
+
+def layout_of(settings: OperatorSettings) -> ShardLayout:
+    return ShardLayout(settings.shard, settings.shards)
 
 
 def layout_of_tag(tag: str) -> ShardLayout:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 from celery.concurrency.prefork import TaskPool as PreforkPool
@@ -39,8 +40,10 @@ def worker_runtime() -> Runtime:
     with _runtime_lock:
         if _runtime is None:
             recorder = BackgroundRecorder()
+            # A worker serves every shard (S4.1.8): each task names its own, so the runtime is
+            # built unsharded whatever the shared environment says.
             runtime = build_runtime(
-                settings.HIKYO_OPERATOR,
+                replace(settings.HIKYO_OPERATOR, shards=1, shard=0),
                 kubeconfig=settings.KUBECONFIG,
                 redis_url=settings.REDIS_URL,
                 record=recorder,
@@ -93,15 +96,20 @@ TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result
 # (``dispatched_only``, KeyedQueue.begin).
 
 
+# A sharded leader's tasks name its shard (``shard``, workers.shards: "s1of3"), so the worker
+# settles the key where it was scheduled; an unsharded leader's carry none.
+
+
 @app.task(name="hikyo.reconcile", **TASK_OPTIONS)
-def reconcile(namespace: str, name: str, uid: str) -> None:
-    run_reconcile(worker_runtime(), ObjectKey(namespace, name, uid), dispatched_only=True)
+def reconcile(namespace: str, name: str, uid: str, shard: str = "") -> None:
+    runtime = worker_runtime().in_shard(shard)
+    run_reconcile(runtime, ObjectKey(namespace, name, uid), dispatched_only=True)
 
 
 @app.task(name="hikyo.reconcile_full", **TASK_OPTIONS)
-def reconcile_full(namespace: str, name: str, uid: str) -> None:
+def reconcile_full(namespace: str, name: str, uid: str, shard: str = "") -> None:
     key = ObjectKey(namespace, name, uid)
-    run_reconcile(worker_runtime(), key, forced_full=True, dispatched_only=True)
+    run_reconcile(worker_runtime().in_shard(shard), key, forced_full=True, dispatched_only=True)
 
 
 @app.task(name="hikyo.evaluate_rollout", **TASK_OPTIONS)
@@ -110,5 +118,6 @@ def evaluate_rollout(namespace: str, name: str, uid: str) -> None:
 
 
 @app.task(name="hikyo.report_status", **TASK_OPTIONS)
-def report_status(namespace: str, name: str, uid: str) -> None:
-    run_report(worker_runtime(), ObjectKey(namespace, name, uid), dispatched_only=True)
+def report_status(namespace: str, name: str, uid: str, shard: str = "") -> None:
+    runtime = worker_runtime().in_shard(shard)
+    run_report(runtime, ObjectKey(namespace, name, uid), dispatched_only=True)

@@ -240,6 +240,8 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
         trigger_rollouts=False,
         status_reporting=False,
         namespaces=(),
+        shard=0,
+        shards=1,
     )
     runtime = SimpleNamespace(
         queue=RedisQueue(redis_client, prefix=prefix),

@@ -143,3 +143,15 @@ def test_a_stopping_worker_has_no_slots_but_lives_until_its_pool_has_stopped(mon
     assert store.live_slots() == (0, 0) and store.workers_gone() == frozenset()
     assert store.withdrawals == 1
     assert "this worker's slots withdrawn" in caplog.text
+
+
+def test_shard_leaders_share_the_window_of_the_workers_they_share():
+    """S4.1.8: every shard leader hands out its part, so the broker holds one window in all."""
+    assert window(4, shares=3) == -(-(4 + SPARE_MIN) // 3)
+    assert sum(window(100, shares=3) for _ in range(3)) - window(100) < 3  # rounding only
+    clock = Clock()
+    store = MemoryQueue(clock)
+    store.advertise_slots("celery@a", 8, ttl=30)
+    slots = WorkerSlots(store, read_every=5.0, clock=clock, shares=2)
+    assert slots.window() == window(8) // 2
+    assert slots.free(store) == window(8) // 2

@@ -19,6 +19,7 @@ from workers import operator_process
 from workers.broker_window import window
 from workers.dispatcher import Dispatcher
 from workers.engine.outcome import Requeue
+from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Priority, Ticket
 from workers.queue.memory import MemoryQueue
@@ -322,7 +323,10 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
 
     monkeypatch.setattr(operator_process, "run_report", blocking_report)
     runtime = SimpleNamespace(
-        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
     )
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     try:
@@ -343,7 +347,10 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
     of the reconcile queue are due as there are reconcile slots, no report leaves its queue;
     with fewer (a steady resync load's odd key), both report slots take again."""
     runtime = SimpleNamespace(
-        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
     )
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     slots = operator_process.EMBEDDED_WORKERS
@@ -367,7 +374,10 @@ def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
     their own and, as in embedded mode, yield to a backlog of reconciles (S7.4)."""
     sent: list[Ticket] = []
     runtime = SimpleNamespace(
-        queue=MemoryQueue(), reports=MemoryQueue(), cluster=SimpleNamespace(api_client=None)
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
     )
     process = operator_process.OperatorProcess(
         runtime, send_task=sent.append, send_report=sent.append, leader_election=False

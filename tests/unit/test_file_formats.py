@@ -24,7 +24,7 @@ from workers.engine.file_formats import (
 )
 
 CANARY = "fmt-canary-31b7"
-TRICKY = "it's $HOME # \"quoted\"\n\\path\tü€😀"
+TRICKY = 'it\'s $HOME # "quoted"\n\\path\tü€😀'
 
 # -- byte-exact vectors -------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ VECTOR = {"b.key": b"two words", "A_KEY": TRICKY.encode(), "z": b""}
         ),
         pytest.param(
             "properties",
-            b"A_KEY=it's $HOME \\# \"quoted\"\\n\\\\path\\t\\u00fc\\u20ac\\ud83d\\ude00\n"
+            b'A_KEY=it\'s $HOME \\# "quoted"\\n\\\\path\\t\\u00fc\\u20ac\\ud83d\\ude00\n'
             b"b.key=two words\nz=\n",
             id="properties",
         ),
@@ -61,15 +61,12 @@ def test_byte_exact_vectors(file_format, expected):
 def test_dotenv_byte_exact_vector():
     data = {
         "PLAIN": b"a b",
-        "DOLLAR": b"$HOME #1 \"x\"\nnext",  # single quotes: all literal
+        "DOLLAR": b'$HOME #1 "x"\nnext',  # single quotes: all literal
         "QUOTE": b"it's C:\\dir\r\n",  # double quotes, escaped
         "EMPTY": b"",
     }
     assert render_file("dotenv", data) == (
-        b"DOLLAR='$HOME #1 \"x\"\nnext'\n"
-        b"EMPTY=''\n"
-        b"PLAIN='a b'\n"
-        b"QUOTE=\"it's C:\\\\dir\\r\\n\"\n"
+        b"DOLLAR='$HOME #1 \"x\"\nnext'\nEMPTY=''\nPLAIN='a b'\nQUOTE=\"it's C:\\\\dir\\r\\n\"\n"
     )
 
 

@@ -470,3 +470,14 @@ def test_prefork_children_are_summed_by_the_main_process(tmp_path):
     assert samples[("hikyo_operator_fetch_duration_seconds_count", (("instance", "inst"),))] == 3
     assert samples.get(("controller_runtime_active_workers", ctrl), 0) == 0  # exited children
     assert "CANARYMSG" not in done.stdout
+
+
+def test_every_operator_process_says_which_shard_it_serves(registry):
+    """S4.1.8: with hikyo_operator_leader, each shard's leader; a standby says it too."""
+    registry.register(
+        OperatorCollector(
+            leader=lambda: False, queues=lambda: {}, lifecycles=lambda: {}, shard=(2, 3)
+        )
+    )
+    assert value(registry, "hikyo_operator_shard_info", shard="2", shards="3") == 1
+    assert value(registry, "hikyo_operator_leader") == 0

@@ -334,11 +334,22 @@ def test_every_task_the_dispatcher_sends_begins_only_a_dispatched_key(
 ):
     from workers import tasks
 
-    seen: list[tuple[Any, dict[str, Any]]] = []
-    monkeypatch.setattr(tasks, "worker_runtime", lambda: "runtime")
-    monkeypatch.setattr(tasks, runs, lambda runtime, key, **options: seen.append((key, options)))
+    seen: list[tuple[Any, Any, dict[str, Any]]] = []
+
+    class WorkerRuntime:
+        def in_shard(self, tag: str) -> str:
+            return f"runtime of {tag!r}"
+
+    monkeypatch.setattr(tasks, "worker_runtime", WorkerRuntime)
+    monkeypatch.setattr(
+        tasks, runs, lambda runtime, key, **options: seen.append((runtime, key, options))
+    )
     getattr(tasks, task).run(*KEY.as_args())
-    assert seen == [(KEY, expected)]
+    getattr(tasks, task).run(*KEY.as_args(), shard="s1of3")  # a shard leader's (S4.1.8)
+    assert seen == [
+        ("runtime of ''", KEY, expected),
+        ("runtime of 's1of3'", KEY, expected),
+    ]
 
 
 # -- the fence --------------------------------------------------------------------------------

@@ -316,3 +316,35 @@ def test_pacing_outside_its_bounds_is_one_line_naming_the_variable(variable, raw
     if message is not None:
         assert text == message
     assert text.startswith(f"{variable}=") and "\n" not in text and len(text) < 200
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"HIKYO_OPERATOR_SHARDS": "0"},
+            "HIKYO_OPERATOR_SHARDS='0' is not an integer from 1 to 64",
+        ),
+        ({"HIKYO_OPERATOR_SHARDS": "65"}, "HIKYO_OPERATOR_SHARDS='65' is not an integer from 1"),
+        (
+            {"HIKYO_OPERATOR_SHARDS": "2", "HIKYO_OPERATOR_SHARD": "2"},
+            "HIKYO_OPERATOR_SHARD='2' is not below HIKYO_OPERATOR_SHARDS=2 (shards are numbered"
+            " 0 to 1)",
+        ),
+        ({"HIKYO_OPERATOR_SHARD": "1"}, "HIKYO_OPERATOR_SHARD='1' is not below"),
+        ({"HIKYO_OPERATOR_SHARD": "-1"}, "HIKYO_OPERATOR_SHARD='-1' is not an integer from 0"),
+    ],
+)
+def test_a_shard_outside_the_layout_is_refused_in_one_line(environ, message):
+    with pytest.raises(SettingsInvalid) as caught:
+        operator_settings_from({"HIKYO_OPERATOR_NAMESPACE": "hikyo-system", **environ})
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_the_shard_settings():
+    environ = {"HIKYO_OPERATOR_NAMESPACE": "hikyo-system"}
+    assert (operator_settings_from(environ).shard, operator_settings_from(environ).shards) == (0, 1)
+    sharded = operator_settings_from(
+        {**environ, "HIKYO_OPERATOR_SHARDS": "3", "HIKYO_OPERATOR_SHARD": " 2 "}
+    )
+    assert (sharded.shard, sharded.shards) == (2, 3)

@@ -23,9 +23,16 @@ def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     (out / "egg").mkdir()  # egg_info's metadata goes here, not into the checkout
     built = subprocess.run(
         [
-            sys.executable, "-c", "from setuptools import setup; setup()", "--quiet",
-            "egg_info", "--egg-base", str(out / "egg"),
-            "build_py", "--build-lib", str(out / "lib"),
+            sys.executable,
+            "-c",
+            "from setuptools import setup; setup()",
+            "--quiet",
+            "egg_info",
+            "--egg-base",
+            str(out / "egg"),
+            "build_py",
+            "--build-lib",
+            str(out / "lib"),
         ],
         cwd=REPO,
         capture_output=True,

@@ -24,6 +24,8 @@ class OperatorSettings:
     status_reporting: bool = True  # S7
     fetch_qps: float = 10.0  # S4.1.6, per instance, all processes together
     fetch_burst: int = 20
+    shards: int = 1  # S4.1.8: how many shard leaders the install has (scaled mode)
+    shard: int = 0  # which of them this process leads
 
 
 class SettingsInvalid(ValueError):
@@ -74,6 +76,7 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
 # fetch per 100 s to 10,000 a second; a burst of 1 to 100,000 fetches. A value outside is a typo.
 FETCH_QPS_RANGE = (0.01, 10_000.0)
 FETCH_BURST_RANGE = (1, 100_000)
+SHARDS_RANGE = (1, 64)  # workers.shards.MAX_SHARDS
 
 
 def parse_bounded(
@@ -174,6 +177,23 @@ def parse_log_level(name: str, raw: str | None, default: str) -> str:
     return value
 
 
+def parse_shard(environ: Mapping[str, str]) -> dict[str, int]:
+    """S4.1.8: HIKYO_OPERATOR_SHARDS (1 to 64) and this process's HIKYO_OPERATOR_SHARD below it."""
+    shards = int(
+        parse_bounded(
+            "HIKYO_OPERATOR_SHARDS", environ.get("HIKYO_OPERATOR_SHARDS"), 1, int, SHARDS_RANGE
+        )
+    )
+    raw = environ.get("HIKYO_OPERATOR_SHARD")
+    shard = int(parse_bounded("HIKYO_OPERATOR_SHARD", raw, 0, int, (0, SHARDS_RANGE[1] - 1)))
+    if shard >= shards:
+        raise SettingsInvalid(
+            f"HIKYO_OPERATOR_SHARD={shown(raw or '')} is not below HIKYO_OPERATOR_SHARDS={shards}"
+            f" (shards are numbered 0 to {shards - 1})"
+        )
+    return {"shards": shards, "shard": shard}
+
+
 def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
     """Reads the S8.1 variables from ``environ`` (passed in: only Django settings reads os)."""
     return OperatorSettings(
@@ -211,6 +231,7 @@ def operator_settings_from(environ: Mapping[str, str]) -> OperatorSettings:
                 FETCH_BURST_RANGE,
             )
         ),
+        **parse_shard(environ),
         status_reporting=parse_bool(
             "HIKYO_OPERATOR_STATUS_REPORTING", environ.get("HIKYO_OPERATOR_STATUS_REPORTING"), True
         ),

@@ -106,7 +106,8 @@ local function hand_out_again(m, now)
   if f[2] == '1' or f[4] == '1' or f[5] == '1' then forced = 1 end
   if f[3] == '1' then prio = 0 end
   redis.call('ZREM', P .. ':dispatched', m)
-  redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced', 'run')
+  redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced',
+    'run')
   enqueue(m, now, prio, forced)
 end
 
@@ -256,7 +257,8 @@ end
 if held then redis.call('DEL', lk) end
 redis.call('ZREM', P .. ':dispatched', m)
 local f = redis.call('HMGET', s, 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced')
-redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced', 'run')
+redis.call('HDEL', s, 'dprio', 'dforced', 'dirty', 'dirty_forced', 'pdue', 'pprio', 'pforced',
+  'run')
 if tonumber(ARGV[9]) > 0 then
   redis.call('HSET', s, 'failures', ARGV[9])
 elseif tonumber(ARGV[9]) == 0 then

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from workers.operator_process import (
     celery_sender,
 )
 from workers.runtime import build_runtime
+from workers.shards import layout_of
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +82,12 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(str(error)) from None
         scaled = settings.REDIS_URL is not None
+        shard = layout_of(operator_settings)
         operator = OperatorProcess(
             runtime,
-            send_task=celery_sender if scaled else None,
+            send_task=partial(celery_sender, shard=shard.tag) if scaled else None,
             send_rollout_evaluation=celery_rollout_sender if scaled else None,
-            send_report=celery_report_sender if scaled else None,
+            send_report=partial(celery_report_sender, shard=shard.tag) if scaled else None,
             leader_election=operator_settings.leader_election,
         )
         process.current = operator
@@ -108,6 +111,8 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         mode = "scaled (Celery on Redis)" if scaled else "embedded"
+        if shard.sharded:
+            mode += f", {shard} (Lease {shard.lease_name})"
         if scaled and not settings.SECRET_KEY_FROM_ENVIRONMENT:
             log.warning(
                 "DJANGO_SECRET_KEY is not set: each replica signs dashboard sessions with its "
