@@ -82,9 +82,10 @@ class Operator:
         if database_url:
             _MIGRATED.add(database_url)
 
-    def start_leader(self, name: str = "operator") -> Service:
-        """A run_operator process; the first gets ``http_port``, any further one its own."""
-        env = dict(self.env)
+    def start_leader(self, name: str = "operator", **extra_env: str) -> Service:
+        """A run_operator process; the first gets ``http_port``, any further one its own.
+        ``extra_env`` is this process's own (a shard leader's HIKYO_OPERATOR_SHARD)."""
+        env = {**self.env, **extra_env}
         if any(s.argv == manage("run_operator") for s in self.services):
             env["HIKYO_OPERATOR_HEALTH_ADDR"] = f"127.0.0.1:{free_port()}"
         env["HIKYO_OPERATOR_METRICS_ADDR"] = self._metrics_addr(name)
