@@ -245,6 +245,16 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
         "operator.image.digest must be sha256:<64 hex>",
     ),
     (
+        "shards in embedded mode",
+        _with(scaled={"enabled": False, "shards": 2}),
+        "operator.scaled.shards must be 1 in embedded mode (got 2)",
+    ),
+    (
+        "too many shards",
+        scaled(shards=65),
+        "operator.scaled.shards must be from 1 to 64, got 65",
+    ),
+    (
         "scaled without a database",
         _with(scaled={"enabled": True}),
         "operator.scaled.database.existingSecret is required in scaled mode",
@@ -635,3 +645,45 @@ def test_placement_and_pull_secrets_reach_every_pod(tmp_path):
         assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
     operator_pod = one(rendered, "Deployment", FULLNAME)["spec"]["template"]
     assert operator_pod["metadata"]["labels"]["team"] == "platform"
+
+
+def test_each_shard_gets_its_own_leader_deployment_lease_and_metrics(tmp_path):
+    """S4.1.8: shard 0 keeps the unsharded Deployment (name, selector, Service, Lease); each
+    further shard has its own Deployment, PodDisruptionBudget and Lease grant, and its /metrics
+    behind a headless Service; every leader is told its shard. Workers are shared."""
+    unsharded = render(tmp_path, scaled())
+    rendered = render(
+        tmp_path, scaled(shards=3), "--set", "operator.podDisruptionBudget.enabled=true"
+    )
+    leaders = [one(rendered, "Deployment", FULLNAME)] + [
+        one(rendered, "Deployment", f"{FULLNAME}-shard-{k}") for k in (1, 2)
+    ]
+    assert len(objects(rendered, "Deployment")) == len(objects(unsharded, "Deployment")) + 2
+    assert (
+        leaders[0]["spec"]["selector"] == one(unsharded, "Deployment", FULLNAME)["spec"]["selector"]
+    )
+    selectors = [json.dumps(d["spec"]["selector"], sort_keys=True) for d in leaders]
+    assert len(set(selectors)) == 3  # no two Deployments own one pod
+    for k, leader in enumerate(leaders):
+        env = container_env(leader["spec"]["template"]["spec"]["containers"][0])
+        assert (env["HIKYO_OPERATOR_SHARDS"], env["HIKYO_OPERATOR_SHARD"]) == ("3", str(k))
+    worker = one(rendered, "Deployment", f"{FULLNAME}-worker")
+    assert "HIKYO_OPERATOR_SHARD" not in container_env(
+        worker["spec"]["template"]["spec"]["containers"][0]
+    )
+    assert "HIKYO_OPERATOR_SHARD" not in container_env(
+        one(unsharded, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    )
+    metrics = one(rendered, "Service", f"{FULLNAME}-shard-metrics")
+    labels = [d["spec"]["template"]["metadata"]["labels"] for d in leaders]
+    chosen = metrics["spec"]["selector"].items()
+    assert [chosen <= pod.items() for pod in labels] == [False, True, True]  # 0: the main Service
+    budgets = {b["metadata"]["name"] for b in objects(rendered, "PodDisruptionBudget")}
+    assert {FULLNAME, f"{FULLNAME}-shard-1", f"{FULLNAME}-shard-2"} <= budgets
+    cluster_role = one(rendered, "ClusterRole", FULLNAME)
+    lease_names = [n for g, r, _, names in rules_of(cluster_role) if r == "leases" for n in names]
+    assert lease_names == [
+        "hikyo-operator.hikyo.dev",
+        "hikyo-operator.hikyo.dev-shard-1",
+        "hikyo-operator.hikyo.dev-shard-2",
+    ]

@@ -230,6 +230,17 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
 {{- end }}
 {{- end -}}
 
+{{/* S4.1.8: how many shard leaders (1 unsharded; embedded mode is always 1). */}}
+{{- define "hikyo-operator.shards" -}}
+{{- if include "hikyo-operator.scaled" . -}}{{ int64 (.Values.operator.scaled.shards | default 1) }}{{- else -}}1{{- end -}}
+{{- end -}}
+
+{{/* A shard leader's component label: shard 0 keeps the unsharded one, so its Deployment's
+selector never changes as shards are added. */}}
+{{- define "hikyo-operator.shardComponent" -}}
+hikyo-operator{{ if gt (int .) 0 }}-shard-{{ . }}{{ end }}
+{{- end -}}
+
 {{/* The operator's pods (run_operator, component hikyo-operator) or the workers'. */}}
 {{- define "hikyo-operator.podSelector" -}}
 {{ include "hikyo-operator.selectorLabels" .root }}

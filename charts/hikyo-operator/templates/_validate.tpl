@@ -123,6 +123,14 @@ values.schema.json checks the same types first; these also hold under
 {{- end -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workers" "value" $op.scaled.workers "integer" true) -}}
 {{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.workerConcurrency" "value" $op.scaled.workerConcurrency "integer" true) -}}
+{{- $shards := $op.scaled.shards | default 1 -}}
+{{- include "hikyo-operator.requirePositive" (dict "name" "operator.scaled.shards" "value" $shards "integer" true) -}}
+{{- if gt (float64 $shards) 64.0 -}}
+{{- include "hikyo-operator.fail" (printf "operator.scaled.shards must be from 1 to 64, got %v" $shards) -}}
+{{- end -}}
+{{- if and (not $op.scaled.enabled) (gt (float64 $shards) 1.0) -}}
+{{- include "hikyo-operator.fail" (printf "operator.scaled.shards must be 1 in embedded mode (got %v): shard leaders share a Redis keyed queue; set operator.scaled.enabled" $shards) -}}
+{{- end -}}
 {{- if not (has $op.scaled.workerPool (list "threads" "prefork")) -}}
 {{- include "hikyo-operator.fail" (printf "operator.scaled.workerPool must be threads or prefork, got %v" $op.scaled.workerPool) -}}
 {{- end -}}
