@@ -174,3 +174,20 @@ def live_holder(
         return None
     expires = spec.renew_time.timestamp() + (spec.lease_duration_seconds or 0)
     return spec.holder_identity if expires > now.timestamp() else None
+
+
+def lease_record(
+    api_client: client.ApiClient, namespace: str, name: str
+) -> tuple[str | None, datetime | None]:
+    """(holder, last renewal) of a Lease as it is recorded, (None, None) when there is none.
+    For display (the dashboard's shard table); expiry is the reader's to judge."""
+    try:
+        lease = CoordinationV1(api_client).read_namespaced_lease(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None, None
+        raise
+    spec = lease.spec
+    if spec is None:
+        return None, None
+    return spec.holder_identity or None, spec.renew_time

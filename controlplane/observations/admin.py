@@ -15,6 +15,7 @@ nothing here reads a value, token, cursor or stamp (S0.4).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -31,6 +32,7 @@ from django.urls import URLPattern, path, reverse, reverse_lazy
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from k8s.leader import lease_record
 from workers.engine.conditions import (
     TYPE_ORDER,
 )
@@ -389,6 +391,9 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             "operator": dashboard.operator_facts(
                 process.current, scaled_by_settings=bool(getattr(settings, "REDIS_URL", None))
             ),
+            "shards": dashboard.shard_facts(
+                settings.HIKYO_OPERATOR.shards, _lease_reader(process.current)
+            ),
         }
         return TemplateResponse(request, "observations/overview.html", context)
 
@@ -587,3 +592,15 @@ class StatusReportAdmin(ReadOnlyAdmin):
     list_display = ("at", "namespace", "name", "http_status", "outcome")
     list_filter = ("at",)
     search_fields = ("=namespace", "name")
+
+
+def _lease_reader(operator: Any) -> dashboard.LeaseReader:
+    """The Leases in the operator's namespace, read with the operator process's client."""
+
+    def read(name: str) -> tuple[str | None, datetime | None]:
+        if operator is None:
+            raise LookupError("no operator runs in this process")
+        runtime = operator.runtime
+        return lease_record(runtime.cluster.api_client, runtime.settings.operator_namespace, name)
+
+    return read

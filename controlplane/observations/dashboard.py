@@ -10,7 +10,7 @@ A fact the process cannot tell shows as "unknown"; the overview never fails on i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Count, Max
 
 from workers.engine.conditions import UNRECONCILED
+from workers.shards import ShardLayout, shard_of
 
 from . import instances, why
 from .models import TrackedObject
@@ -194,6 +195,38 @@ def operator_facts(operator: Any, *, scaled_by_settings: bool) -> OperatorFacts:
             depth = UNKNOWN
     role = "leader" if leading else "standby"
     return OperatorFacts(True, leader, f"{identity} ({role})", mode, depth)
+
+
+@dataclass
+class ShardFacts:
+    shard: int
+    lease: str
+    holder: str
+    renewed: datetime | None
+    hikyosecrets: int
+
+
+LeaseReader = Callable[[str], tuple[str | None, datetime | None]]
+
+
+def shard_facts(shards: int, read_lease: LeaseReader) -> list[ShardFacts]:
+    """S4.1.8: per shard, its Lease's holder and last renewal as recorded, and how many live
+    HikyoSecrets it holds (by the namespaces this store knows); [] for one shard. A Lease that
+    cannot be read is "unknown", the rest is still shown."""
+    if shards <= 1:
+        return []
+    counts = [0] * shards
+    for row in live().values("namespace").annotate(count=Count("id")):
+        counts[shard_of(row["namespace"], shards)] += row["count"]
+    facts = []
+    for shard in range(shards):
+        lease = ShardLayout(shard, shards).lease_name
+        try:
+            holder, renewed = read_lease(lease)
+        except Exception:
+            holder, renewed = UNKNOWN, None
+        facts.append(ShardFacts(shard, lease, holder or "none", renewed, counts[shard]))
+    return facts
 
 
 def kubectl_describe(tracked: TrackedObject) -> str:

@@ -645,3 +645,42 @@ def test_the_detail_page_links_the_workloads_a_run_restarted(objects, viewer):
     assert "restarted Deployment/web" in timeline
     response = viewer.get(CHANGELIST, {"namespace": "payments", "q": "Deployment/web"})
     assert {o.name for o in response.context["cl"].result_list} == {"payments-env"}
+
+
+def test_the_overview_shows_each_shard_leader_and_size(objects, viewer, settings, monkeypatch):
+    """S4.1.8: per shard, its Lease's holder and renewal and the HikyoSecrets it holds; a
+    Lease that cannot be read is unknown and the rest is still shown."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from controlplane.observations import admin as observations_admin
+    from controlplane.observations import process
+    from workers.shards import ShardLayout, shard_of
+
+    settings.HIKYO_OPERATOR = replace(settings.HIKYO_OPERATOR, shards=3)
+    renewed = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    holders = {ShardLayout(0, 3).lease_name: ("leader-a", renewed)}
+
+    def lease_record(api_client, namespace, name):
+        if name == ShardLayout(2, 3).lease_name:
+            raise Forbidden("get leases", 403, "Forbidden")
+        return holders.get(name, (None, None))
+
+    monkeypatch.setattr(observations_admin, "lease_record", lease_record)
+    runtime = SimpleNamespace(
+        cluster=SimpleNamespace(api_client=None), settings=settings.HIKYO_OPERATOR
+    )
+    monkeypatch.setattr(process, "current", SimpleNamespace(runtime=runtime))
+    html = _text(viewer.get(OVERVIEW))
+    table = re.search(r'<table id="shards-table">.*?</table>', html, re.S).group(0)
+    rows = dict(re.findall(r'<tr id="shard-(\d)">(.*?)</tr>', table, re.S))
+    sizes = {k: re.search(r'class="shard-size">(\d+)<', row).group(1) for k, row in rows.items()}
+    expected = [sum(1 for t in objects.values() if shard_of(t.namespace, 3) == k) for k in range(3)]
+    assert [int(sizes[str(k)]) for k in range(3)] == expected and sum(expected) == 2
+    assert 'class="shard-holder">leader-a<' in rows["0"] and "2026-12-01T10:00" in rows["0"]
+    assert 'class="shard-holder">none<' in rows["1"] and "never" in rows["1"]
+    assert 'class="shard-holder">unknown<' in rows["2"]
+
+
+def test_one_shard_shows_no_shard_table(objects, viewer):
+    assert 'id="shards-table"' not in _text(viewer.get(OVERVIEW))
