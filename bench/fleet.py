@@ -87,8 +87,10 @@ class Fleet:
         databases: Databases,
         cleanup: contextlib.ExitStack,
         pool: str = "threads",
+        shards: int = 1,
     ) -> None:
         self.workers, self.concurrency, self.pool = workers, concurrency, pool
+        self.shards = shards  # scaled: one run_operator per shard (S4.1.8)
         redis_url = database_url = None
         if workers:
             binary = outside_pytest(lambda: locate_redis_server(False))
@@ -106,6 +108,8 @@ class Fleet:
 
     @property
     def mode(self) -> str:
+        if self.shards > 1:
+            return "sharded"
         return "scaled" if self.workers else "embedded"
 
     def start_workers(self, timeout: float = WORKER_BOOT_TIMEOUT) -> None:
@@ -138,11 +142,28 @@ class Fleet:
             )
 
     def start_leader(self) -> None:
-        """run_operator; returns once it answers /healthz."""
+        """run_operator (one per shard); returns once each answers /healthz."""
         if not self.sampler.is_alive():
             self.sampler.start()
-        leader = self.operator.start_leader()
-        self.sampler.add("operator", leader.pid)
+        for shard in range(self.shards):
+            self.start_shard_leader(shard)
+
+    def start_shard_leader(self, shard: int, label: str | None = None) -> Service:
+        """A run_operator of ``shard`` (the only one, unsharded): the shard's leader, or a
+        standby when another already holds its Lease."""
+        name = label or self.leader_label(shard)
+        env = {}
+        if self.shards > 1:
+            env = {"HIKYO_OPERATOR_SHARDS": str(self.shards), "HIKYO_OPERATOR_SHARD": str(shard)}
+        leader = self.operator.start_leader(name, **env)
+        self.sampler.add(name, leader.pid)
+        return leader
+
+    def leader_label(self, shard: int) -> str:
+        return "operator" if self.shards == 1 else f"operator-shard-{shard}"
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.operator.services if s.name == name)
 
     def dead(self) -> list[str]:
         """The services that have exited."""

@@ -362,6 +362,14 @@ NOTES = {
         "every delivery answer back {delay} ms (Fault.slow on the delivery route); "
         "ratio = 1-worker seconds / k-worker seconds."
     ),
+    "p8": (
+        "P8: scaled with 3 shard leaders (HIKYO_OPERATOR_SHARDS=3) sharing 2 celery workers; the "
+        "cold start as P1 and VmHWM as P4. Then a standby of shard 1 starts, shard 1's leader is "
+        "killed -9 (its Lease is not released) and 10 CRs of each shard get a spec edit at once: "
+        "seconds from the edits to each target showing EDITED_0, per shard, and from the kill to "
+        "the standby's 'became leader'. Overlaps: consecutive runs of one CR (the workers' run "
+        "lines) where the later began before the earlier ended."
+    ),
     "p7": (
         "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "
         "and WATCHes apart (the bench's own LIST, WATCHes and /metrics scrape taken out; the "
@@ -388,7 +396,54 @@ def notes(results: dict[str, Any]) -> list[str]:
     return out + list(results.get("notes") or [])
 
 
-ROWS = {"p1": p1_rows, "p2": p2_rows, "p3": p3_rows, "p4": p4_rows, "p5": p5_rows, "p7": p7_rows}
+def p8_rows(p8: dict[str, Any]) -> list[list[str]]:
+    where = f"P8 {fmt_n(p8['n'])}"
+    cold = p8.get("cold") or {}
+    shards, workers = p8.get("shards"), p8.get("workers")
+    summary, largest = memory_summary(cold.get("memory", []))
+    edits = p8.get("edit_seconds") or {}
+    per_shard = "; ".join(
+        f"shard {k}: max {fmt_seconds(max(v) if v else None)}" for k, v in edits.items()
+    )
+    sizes = ", ".join(f"{k}: {v:,}" for k, v in (p8.get("crs_per_shard") or {}).items())
+    return [
+        [
+            where,
+            f"cold → all Ready, {shards} shard leaders, {workers} workers (CRs per shard {sizes})",
+            _with_reports(cold),
+            "all Ready",
+            "—",
+        ],
+        [where, "VmHWM per process, sharded", summary or "—", "leaders 256, workers 192 MiB",
+         f"largest {fmt_mib(largest)}"],
+        [
+            where,
+            "shard 1's leader killed -9 beside a standby: takeover; spec edits sent at the kill",
+            f"takeover {fmt_seconds(p8.get('takeover_seconds'))}; {per_shard}",
+            "only shard 1 waits",
+            "—",
+        ],
+        [
+            where,
+            "overlapping runs of one CR (run records); CRs Ready after",
+            f"{p8.get('overlapping_runs')} of {p8.get('runs', 0):,} runs; "
+            f"{p8.get('ready_after', 0):,} of {p8.get('total', 0):,} Ready",
+            "0 overlapping; all Ready",
+            "met" if p8.get("overlapping_runs") == 0 and p8.get("ready_after") == p8.get("total")
+            else "NOT met",
+        ],
+    ]  # fmt: skip
+
+
+ROWS = {
+    "p1": p1_rows,
+    "p2": p2_rows,
+    "p3": p3_rows,
+    "p4": p4_rows,
+    "p5": p5_rows,
+    "p7": p7_rows,
+    "p8": p8_rows,
+}
 
 
 def figures_table(results: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import os
 import shutil
 import sys
@@ -34,7 +35,7 @@ from bench.tracking import (
     wait_ready,
     watch_events,
 )
-from bench.world import create_world, floor, key_items
+from bench.world import create_world, floor, key_items, ready_count
 
 P1_WORKERS = (0, 2, 4)  # 0: embedded
 P4_WORKERS = (0, 2)  # a P4 run of its own: embedded and the chart's default of 2 workers
@@ -121,6 +122,7 @@ class Bench:
         resync_seconds: int | None = None,
         delivery_delay: float = 0.0,
         run_lines: bool = False,
+        shards: int = 1,
     ) -> Iterator[Side]:
         """A fresh control plane, devserver and world of ``n`` CRs, and the operator ready to
         start. On failure, the tails of the operator's and workers' logs go to stderr."""
@@ -159,6 +161,7 @@ class Bench:
                     self.databases,
                     stack,
                     pool=self.options.worker_pool,
+                    shards=shards,
                 )
                 side = Side(label, n, api, hikyo, world, fleet, create_seconds, tmp)
                 stack.callback(lambda: side.tracker.close() if side.tracker else None)
@@ -598,3 +601,123 @@ def p5(bench: Bench, n: int) -> dict[str, Any]:
     base = out["runs"][0]["seconds"]
     out["speedup"] = {str(r["workers"]): speedup(base, r["seconds"]) for r in out["runs"]}
     return out
+
+
+# --- P8: sharded leaders (S4.1.8) ---------------------------------------------------------------
+
+P8_SHARDS, P8_WORKERS, P8_VICTIM = 3, 2, 1
+P8_EDITS_PER_SHARD = 10
+P8_TAKEOVER_TIMEOUT = 120.0
+
+
+def p8(bench: Bench, n: int) -> dict[str, Any]:
+    """3 shard leaders and 2 shared workers: a cold start to all Ready (each leader's VmHWM),
+    then shard 1's leader killed (-9) beside a standby. Spec edits sent to CRs of every shard at
+    the kill: the other shards deliver theirs at once, shard 1's wait for its standby to take
+    the Lease over. The workers' run records must show no two runs of a CR overlapping, and
+    every CR ends Ready at its generation."""
+    from tests.support.operator_harness import RUN_LINE
+    from workers.shards import shard_of
+
+    label = f"p8-sharded-{P8_SHARDS}x{P8_WORKERS}w-{n}"
+    with bench.side(label, n, P8_WORKERS, run_lines=True, shards=P8_SHARDS) as side:
+        run = cold_start(side, "P8")
+        fleet = side.fleet
+        standby = fleet.start_shard_leader(P8_VICTIM, label=f"standby-shard-{P8_VICTIM}")
+        by_shard: dict[int, list[tuple[str, str]]] = {}
+        for cr in side.world["crs"]:
+            by_shard.setdefault(shard_of(cr[0], P8_SHARDS), []).append(cr)
+        edited = {k: samples(crs, P8_EDITS_PER_SHARD, 7) for k, crs in by_shard.items()}
+        victim = fleet.service(fleet.leader_label(P8_VICTIM))
+        log(f"{label}: killing shard {P8_VICTIM}'s leader (pid {victim.pid})")
+        victim.kill()
+        killed = time.monotonic()
+        latencies = spec_edits_at_once(side, edited)
+        takeover = wait_log(standby, "became leader", killed + P8_TAKEOVER_TIMEOUT)
+        # Every CR, the edited ones at their new generation, Ready again.
+        assert side.tracker is not None
+        done = wait_ready(
+            side.tracker,
+            n,
+            time.monotonic() + 120.0 + n * 0.05,
+            lambda: [name for name in fleet.dead() if name != victim.name],
+            lambda ready: log(f"{label}: {ready:,} of {n:,} Ready again"),
+            [],
+        )
+        runs = [
+            (m[2], float(m[3]), float(m[4]))
+            for service in fleet.operator.services
+            if service.name.startswith("worker-")
+            for m in RUN_LINE.finditer(service.log())
+        ]
+        ready, total = ready_count(side.api)
+        out = {
+            "n": n,
+            "shards": P8_SHARDS,
+            "workers": P8_WORKERS,
+            "cold": run,
+            "crs_per_shard": {str(k): len(v) for k, v in sorted(by_shard.items())},
+            "takeover_seconds": None if takeover is None else round(takeover - killed, 1),
+            "edit_seconds": {
+                str(k): [round(x, 2) for x in v] for k, v in sorted(latencies.items())
+            },
+            "overlapping_runs": overlapping(runs),
+            "runs": len(runs),
+            "ready_after": ready,
+            "total": total,
+            "all_ready_again_seconds": round(done - killed, 1),
+        }
+    bench.results["scenarios"]["p8"] = out
+    return out
+
+
+def spec_edits_at_once(
+    side: Side, edited: dict[int, list[tuple[str, str]]]
+) -> dict[int, list[float]]:
+    """Every edit sent at once, then every target polled: seconds to delivery, per shard."""
+    from kubernetes import client
+
+    from k8s.slim_api import CoreV1
+
+    core, custom = CoreV1(side.api), client.CustomObjectsApi(side.api)
+    patch = {"spec": {"allKeys": None, "mapping": [{"key": "KEY_0", "secretKey": EDITED_KEY}]}}
+    sent = time.monotonic()
+    for crs in edited.values():
+        for namespace, name in crs:
+            custom.patch_namespaced_custom_object(
+                "hikyo.dev", "v1alpha1", namespace, "hikyosecrets", name, patch,
+                _request_timeout=CALL_TIMEOUT,
+            )  # fmt: skip
+    pending = {(k, cr) for k, crs in edited.items() for cr in crs}
+    latencies: dict[int, list[float]] = {k: [] for k in edited}
+    while pending:
+        if time.monotonic() - sent > P8_TAKEOVER_TIMEOUT + SPEC_EDIT_TIMEOUT:
+            raise TimeoutError(f"{len(pending)} spec edits not delivered")
+        for shard, (namespace, name) in sorted(pending):
+            if EDITED_KEY in secret_data(core, namespace, f"{name}-env"):
+                latencies[shard].append(time.monotonic() - sent)
+                pending.discard((shard, (namespace, name)))
+        time.sleep(POLL_SPEC_SECONDS)
+    return latencies
+
+
+def wait_log(service: Any, text: str, deadline: float) -> float | None:
+    """When ``text`` first appears in the service's log (polled), None by the deadline."""
+    while time.monotonic() < deadline:
+        if text in service.log():
+            return time.monotonic()
+        time.sleep(0.5)
+    return None
+
+
+def overlapping(runs: list[tuple[str, float, float]]) -> int:
+    """Pairs of consecutive runs of one CR (by uid) where the later began before the earlier
+    ended: S4.1.4 across shards and layouts, from the run records."""
+    by_uid: dict[str, list[tuple[float, float]]] = {}
+    for uid, start, end in runs:
+        by_uid.setdefault(uid, []).append((start, end))
+    count = 0
+    for intervals in by_uid.values():
+        intervals.sort()
+        count += sum(1 for a, b in itertools.pairwise(intervals) if b[0] < a[1])
+    return count

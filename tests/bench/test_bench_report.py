@@ -279,3 +279,32 @@ def test_write_json_creates_the_directory_and_round_trips(tmp_path: Path):
     path = tmp_path / "var" / "bench" / "latest.json"
     report.write_json(path, results())
     assert json.loads(path.read_text()) == results()
+
+
+def test_overlapping_counts_only_runs_of_one_cr_that_overlap():
+    from bench.scenarios import overlapping
+
+    runs = [("a", 0.0, 2.0), ("a", 2.0, 3.0), ("b", 0.0, 5.0), ("a", 2.5, 4.0), ("b", 6.0, 7.0)]
+    assert overlapping(runs) == 1  # a's third run began before its second ended
+    assert overlapping([("a", 0.0, 1.0), ("b", 0.5, 1.5)]) == 0  # two CRs may run together
+
+
+def test_p8_rows_say_whether_the_takeover_kept_every_run_apart_and_every_cr_ready():
+    p8 = {
+        "n": 300,
+        "shards": 3,
+        "workers": 2,
+        "cold": {"seconds": 12.0, "memory": [{"label": "operator-shard-0", "vmhwm_mib": 90.0}]},
+        "crs_per_shard": {"0": 90, "1": 90, "2": 120},
+        "takeover_seconds": 16.5,
+        "edit_seconds": {"0": [0.4, 0.6], "1": [17.0, 18.2], "2": [0.5]},
+        "overlapping_runs": 0,
+        "runs": 640,
+        "ready_after": 300,
+        "total": 300,
+    }
+    rows = report.p8_rows(p8)
+    text = report.markdown_table(["a", "b", "c", "d", "e"], rows)
+    assert "takeover 16.5 s; shard 0: max 0.60 s; shard 1: max 18.2 s" in text
+    assert "0 of 640 runs; 300 of 300 Ready" in text and rows[-1][-1] == "met"
+    assert report.p8_rows({**p8, "overlapping_runs": 1})[-1][-1] == "NOT met"
