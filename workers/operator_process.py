@@ -440,7 +440,14 @@ class OperatorProcess:
         # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
         # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
         waiting = not self._crd_problem() and self.runtime.queue.due_at_least(max(slots, 1))
-        return self._report_gate.slots(free, waiting, time.monotonic())
+        allowed = self._report_gate.slots(free, waiting, time.monotonic())
+        if waiting and self._report_pool is not None:
+            # A report that follows its reconcile within 30 s uses that reconcile's reads (S7.1
+            # rev 3): an HTTPS POST, no apiserver read. Held behind the backlog it would read
+            # both again later, so as many go as reconciles left fresh reads: reports keep pace
+            # with the reconciles rather than pile up behind them.
+            allowed = max(allowed, min(free, self.runtime.recent_reads.fresh()))
+        return allowed
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:

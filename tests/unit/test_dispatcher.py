@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 from workers import operator_process
 from workers.broker_window import window
 from workers.dispatcher import Dispatcher
 from workers.engine.outcome import Requeue
+from workers.engine.recent_reads import REUSE_SECONDS, RecentReads
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Priority, Ticket
@@ -327,6 +329,7 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
         reports=MemoryQueue(),
         cluster=SimpleNamespace(api_client=None),
         settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(FakeClock()),
     )
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     try:
@@ -351,6 +354,7 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
         reports=MemoryQueue(),
         cluster=SimpleNamespace(api_client=None),
         settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(FakeClock()),
     )
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     slots = operator_process.EMBEDDED_WORKERS
@@ -368,6 +372,34 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
         process.stop()
 
 
+def test_embedded_reports_keep_pace_with_reconciles_that_left_fresh_reads():
+    """S7.1 rev 3: a report within 30 s of its reconcile reuses its reads (no apiserver read),
+    so while reconciles are backed up as many reports go as reconciles left fresh reads,
+    rather than all of them later, each reading the CR and its credential again."""
+    clock = FakeClock()
+    runtime = SimpleNamespace(
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(clock),
+    )
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    try:
+        for n in range(operator_process.EMBEDDED_WORKERS):
+            runtime.queue.add(ObjectKey("ns", f"cr-{n}", f"uid-{n}"))
+        assert process._report_capacity() == 0  # reconciles backed up, no fresh reads
+        runtime.recent_reads.keep("uid-done-1", {}, "token")
+        assert process._report_capacity() == 1
+        for n in (2, 3, 4):
+            runtime.recent_reads.keep(f"uid-done-{n}", {}, "token")
+        assert process._report_capacity() == operator_process.EMBEDDED_REPORTERS  # free slots
+        clock.advance(REUSE_SECONDS)
+        assert process._report_capacity() == 0  # stale reads are read again: held as before
+    finally:
+        process.stop()
+
+
 def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
     """S4.1.6 in scaled mode (workers/broker_window.py): keys beyond the window stay in the
     keyed queue, where a first sync due later still goes before them; reports have a window of
@@ -378,6 +410,7 @@ def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
         reports=MemoryQueue(),
         cluster=SimpleNamespace(api_client=None),
         settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(FakeClock()),
     )
     process = operator_process.OperatorProcess(
         runtime, send_task=sent.append, send_report=sent.append, leader_election=False
