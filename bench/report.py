@@ -423,7 +423,7 @@ def p8_rows(p8: dict[str, Any]) -> list[list[str]]:
         [
             where,
             f"cold → all Ready, {shards} shard leaders, {workers} workers (CRs per shard {sizes})",
-            _with_reports(cold),
+            fmt_seconds(cold.get("seconds")),
             "all Ready",
             "—",
         ],
