@@ -380,8 +380,8 @@ NOTES = {
         "cold start as P1 and VmHWM as P4. Then a standby of shard 1 starts, shard 1's leader is "
         "killed -9 (its Lease is not released) and 10 CRs of each shard get a spec edit at once: "
         "seconds from the edits to each target showing EDITED_0, per shard, and from the kill to "
-        "the standby serving hikyo_operator_leader 1. Overlaps: consecutive runs of one CR (the workers' run "
-        "lines) where the later began before the earlier ended."
+        "the standby serving hikyo_operator_leader 1. Overlaps: consecutive runs of one CR (the "
+        "workers' run lines) where the later began before the earlier ended."
     ),
     "p7": (
         "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "
