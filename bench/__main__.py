@@ -8,8 +8,10 @@ the devserver, as one markdown table on stdout and JSON (var/bench/latest.json).
 Scenarios: p1 (cold start against the floor), p2 (one unchanged resync period), p3 (spec-edit and
 value-change latency), p4 (VmHWM of every process), p5 (1/2/4 workers with a slow server), p7
 (apiserver requests per reconcile), p8 (3 shard leaders and 2 workers: VmHWM of each, all Ready,
-one shard's leader killed beside a standby; not in the default run). Default sizes: p1, p2,
-p3, p4, p7, p8 at 1,000 CRs; p5 at 300.
+one shard's leader killed beside a standby; not in the default run), p9 (resync capacity:
+unchanged resyncs a second with the queue saturated, embedded and 2 workers, against a 5-minute
+resync of N; not in the default run). Default sizes: p1, p2, p3, p4, p7, p8 at 1,000 CRs; p5
+at 300; p9 at 2,000.
 P4 reuses P1's runs of the same size; 5,000 and 10,000 need ``--n`` (they do not fit the
 20-minute budget of the default run on a 2-core machine; the default run took 16 minutes on
 2 shared cores). Run from the repository root, with
@@ -40,9 +42,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 from bench import report, scenarios  # noqa: E402
 from bench.world import KEYS, NAMESPACES  # noqa: E402
 
-SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p7", "p8")
-DEFAULT_RUN = SCENARIOS[:-1]  # p8 runs when named
-DEFAULT_N = {"p1": 1000, "p2": 1000, "p3": 1000, "p4": 1000, "p5": 300, "p7": 1000, "p8": 1000}
+SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p7", "p8", "p9")
+DEFAULT_RUN = SCENARIOS[:-2]  # p8 and p9 run when named
+DEFAULT_N = {
+    "p1": 1000,
+    "p2": 1000,
+    "p3": 1000,
+    "p4": 1000,
+    "p5": 300,
+    "p7": 1000,
+    "p8": 1000,
+    "p9": 2000,
+}
 DEFAULT_JSON = REPO / "var" / "bench" / "latest.json"
 
 
@@ -140,6 +151,8 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
             timed("p5", lambda: scenarios.p5(bench, size_for(options, "p5")))
         if "p8" in chosen:
             timed("p8", lambda: scenarios.p8(bench, size_for(options, "p8")))
+        if "p9" in chosen:
+            timed("p9", lambda: scenarios.p9(bench, size_for(options, "p9")))
 
 
 def _remove(path: Path) -> None:

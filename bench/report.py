@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 LIMIT_MIB = 128  # the chart's memory limit per container (issue 13, S9.6)
+CAPACITY_BOUND = 1.5  # P9: measured capacity ÷ needed for a 5-minute resync (issue 37)
 TIMES = "\u00d7"  # the multiplication sign of ratios, as the issue writes them
 
 
@@ -383,6 +384,12 @@ NOTES = {
         "the standby serving hikyo_operator_leader 1. Overlaps: consecutive runs of one CR (the "
         "workers' run lines) where the later began before the earlier ended."
     ),
+    "p9": (
+        "P9: every CR resyncInterval 10 s (S4.16's least), so the due queue never empties; after "
+        "the cold start and until every CR is Synced=Current, one window with the bench idle: "
+        "capacity = reconcile runs ending in it (the runner's run lines) a second; needed = "
+        "N / 300 s; CPU by process from /proc (kube-apiserver and etcd included)."
+    ),
     "p7": (
         "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "
         "and WATCHes apart (the bench's own LIST, WATCHes and /metrics scrape taken out; the "
@@ -448,6 +455,43 @@ def p8_rows(p8: dict[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def p9_rows(p9: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for run in p9.get("runs", []):
+        window = run["window_seconds"]
+        where = f"P9 {fmt_n(p9['n'])}, {run['mode']}, resync 10 s, window {window:g} s"
+        capacity = run.get("capacity_to_needed")
+        by_verb = ", ".join(f"{k} {v:g}" for k, v in run["apiserver_per_run"].items())
+        cpu = ", ".join(f"{k} {v:g}" for k, v in run["cpu_ms_per_run"].items())
+        writes = ", ".join(f"{k}: {v}" for k, v in run["apiserver_writes"].items()) or "none"
+        rows += [
+            [
+                where,
+                "unchanged resyncs a second, queue saturated (capacity); needed for a 5-minute "
+                "resync of N",
+                f"{run['runs_per_second']:g}/s ({run['fetches']:,} fetches); "
+                f"needed {run['needed_per_second']:g}/s",
+                f"capacity ÷ needed ≥ {CAPACITY_BOUND:g} (issue 37)",
+                f"{fmt_ratio(capacity)}: {_met(CAPACITY_BOUND, capacity or 0)}",
+            ],
+            [
+                where,
+                "apiserver requests per run (Leases, WATCHes apart); writes in the window",
+                f"{fmt_count(run['apiserver_per_run_total'])}: {by_verb or '—'}; writes {writes}",
+                "writes 0 (S4.17)",
+                "—",
+            ],
+            [
+                where,
+                "CPU ms per run, by process; share of all cores busy",
+                f"{cpu or '—'}; {fmt_count(run['cores_busy'])}",
+                "—",
+                "—",
+            ],
+        ]
+    return rows
+
+
 ROWS = {
     "p1": p1_rows,
     "p2": p2_rows,
@@ -456,6 +500,7 @@ ROWS = {
     "p5": p5_rows,
     "p7": p7_rows,
     "p8": p8_rows,
+    "p9": p9_rows,
 }
 
 

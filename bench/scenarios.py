@@ -50,6 +50,10 @@ REPORTS_WAIT = 60.0  # after all Ready, plus 50 ms a CR, for every CR's first st
 REPORTS_POLL_SECONDS = 0.2
 SECRETS = "/api/v1/secrets"
 JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
+P9_WORKERS = (0, 2)  # embedded and the chart's default of 2 workers
+CAPACITY_RESYNC_SECONDS = 10  # S4.16's least resyncInterval: more due than any operator runs
+CAPACITY_WINDOW_SECONDS = 60.0
+CAPACITY_TARGET_RESYNC_SECONDS = 300  # issue 37: the 5-minute resync the capacity is set against
 
 
 def log(message: str) -> None:
@@ -413,11 +417,13 @@ def p4(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
 # --- P2 and P3 (one run) -----------------------------------------------------------------------
 
 
-def settle(side: Side, period: float) -> tuple[float, bool]:
+def settle(side: Side, period: float, limit: float | None = None) -> tuple[float, bool]:
     """At least one period, then until every CR is Synced=Current (its first resync after the
-    delivery still writes, S4.17); (seconds, settled) — gives up after SETTLE_PERIODS."""
+    delivery still writes, S4.17); (seconds, settled) — gives up after ``limit`` seconds
+    (SETTLE_PERIODS periods unless given)."""
     assert side.tracker is not None
     started = time.monotonic()
+    give_up = SETTLE_PERIODS * period if limit is None else limit
     time.sleep(period)
     while True:
         dead = side.fleet.dead()
@@ -426,7 +432,7 @@ def settle(side: Side, period: float) -> tuple[float, bool]:
         _, synced, listed = side.tracker.counts()
         if synced == listed == side.n:
             return time.monotonic() - started, True
-        if time.monotonic() - started > SETTLE_PERIODS * period:
+        if time.monotonic() - started > give_up:
             return time.monotonic() - started, False
         side.tracker.wait_change(2.0)
 
@@ -457,6 +463,85 @@ def p2_period(side: Side, period: float) -> dict[str, Any]:
         "fetches_per_cr_per_period": round(len(fetched) / side.n * period / window, 2),
         "crs_not_fetched": len(uids - ran),
         "crs_run": len(uids & ran),
+    }
+
+
+# --- P9: resync capacity ----------------------------------------------------------------------
+
+
+def p9(bench: Bench, n: int) -> dict[str, Any]:
+    """How many unchanged resyncs a second the operator runs when more are due than it can run:
+    every CR's resyncInterval is S4.16's least (10 s), so past the cold start and the first
+    resyncs (which still write, S4.17) the queue never empties. Embedded and scaled (2 workers);
+    capacity ÷ what a 5-minute resync of ``n`` CRs needs, against the issue's 1.5."""
+    out: dict[str, Any] = {"n": n, "runs": []}
+    bench.results["scenarios"]["p9"] = out
+    for workers in P9_WORKERS:
+        label = f"p9-{mode_label(workers)}-{n}"
+        with bench.side(label, n, workers, CAPACITY_RESYNC_SECONDS, run_lines=True) as side:
+            cold = cold_start(side, "P9", wait_reports=False)
+            # At saturation the first resyncs take about N / capacity; 20 a second is far below
+            # any capacity measured here.
+            seconds, settled = settle(side, CAPACITY_RESYNC_SECONDS, limit=120.0 + n / 20)
+            log(f"{label}: settled in {seconds:.0f} s" + ("" if settled else " (gave up)"))
+            measured = capacity_window(side, CAPACITY_WINDOW_SECONDS)
+            run = {
+                "mode": mode_label(workers),
+                "workers": workers,
+                "cold_seconds": cold["seconds"],
+                "settle_seconds": round(seconds, 1),
+                "settled": settled,
+                **measured,
+            }
+            out["runs"].append(run)
+            log(
+                f"P9 {run['mode']}: {run['runs_per_second']} unchanged resyncs/s, "
+                f"capacity ÷ needed {run['capacity_to_needed']} (5-minute resync)"
+            )
+    return out
+
+
+def capacity_window(side: Side, window: float) -> dict[str, Any]:
+    """Runs, fetches, apiserver requests (per run, by verb) and CPU (per run, by process) in
+    one window of ``window`` seconds with the queue saturated and the bench idle."""
+    assert side.tracker is not None
+    api, hikyo, fleet = side.api, side.hikyo, side.fleet
+    before, seen = request_counts(api), len(hikyo.requests)
+    cpu_before = CpuSnapshot(fleet.cpu_roots())
+    wall_start, started = time.time(), time.monotonic()
+    time.sleep(window)
+    cpu = CpuSnapshot(fleet.cpu_roots()).since(cpu_before)
+    elapsed, wall_end = time.monotonic() - started, time.time()
+    delta = request_counts(api) - before
+    delta[("GET", "nonresource", "")] -= 1  # this function's own /metrics scrape
+    delta[("WATCH", "hikyosecrets", "")] -= side.tracker.watches_ended_between(
+        started, time.monotonic()
+    )
+    runs = [r for r in fleet.operator.runs() if wall_start <= r[2] <= wall_end]
+    fetches = sum(
+        1 for r in hikyo.requests[seen:] if r.method == "GET" and r.path.endswith("/delivery")
+    )
+    table = request_table(delta)
+    written = {k: v for k, v in table.items() if k.split(" ")[0] not in READ_VERBS}
+    leases = {k: v for k, v in table.items() if "leases" in k}
+    work = {k: v for k, v in table.items() if k not in leases and not k.startswith("WATCH ")}
+    count = len(runs)
+    per_second = count / elapsed
+    needed = side.n / CAPACITY_TARGET_RESYNC_SECONDS
+    return {
+        "window_seconds": round(elapsed, 1),
+        "runs": count,
+        "outcomes": dict(Counter(outcome for *_, outcome in runs).most_common()),
+        "fetches": fetches,
+        "runs_per_second": round(per_second, 1),
+        "needed_per_second": round(needed, 1),
+        "capacity_to_needed": ratio(per_second, needed),
+        "apiserver_writes": {k: v for k, v in written.items() if k not in leases},
+        "apiserver_per_run": per_cr(work, count) if count else {},
+        "apiserver_per_run_total": round(sum(work.values()) / count, 2) if count else None,
+        "cpu_seconds": cpu,
+        "cpu_ms_per_run": {k: round(v * 1000 / count, 1) for k, v in cpu.items()} if count else {},
+        "cores_busy": busy_share(cpu, elapsed, os.cpu_count()),
     }
 
 

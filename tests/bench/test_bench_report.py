@@ -308,3 +308,28 @@ def test_p8_rows_say_whether_the_takeover_kept_every_run_apart_and_every_cr_read
     assert "takeover 16.5 s; shard 0: max 0.60 s; shard 1: max 18.2 s" in text
     assert "0 of 640 runs; 300 of 300 Ready" in text and rows[-1][-1] == "met"
     assert report.p8_rows({**p8, "overlapping_runs": 1})[-1][-1] == "NOT met"
+
+
+def test_p9_rows_set_capacity_against_what_a_five_minute_resync_needs():
+    run = {
+        "mode": "embedded",
+        "window_seconds": 60.0,
+        "runs": 6000,
+        "fetches": 6000,
+        "runs_per_second": 100.0,
+        "needed_per_second": 66.7,
+        "capacity_to_needed": 1.5,
+        "apiserver_writes": {},
+        "apiserver_per_run": {"GET secrets": 2.0, "GET hikyosecrets": 1.0},
+        "apiserver_per_run_total": 3.0,
+        "cpu_ms_per_run": {"kube-apiserver": 9.5, "run_operator": 8.0},
+        "cores_busy": 0.97,
+    }
+    rows = report.p9_rows({"n": 20000, "runs": [run]})
+    text = report.markdown_table(["a", "b", "c", "d", "e"], rows)
+    assert "100/s (6,000 fetches); needed 66.7/s" in text
+    assert rows[0][-1] == "1.50\u00d7: met"
+    assert "3: GET secrets 2, GET hikyosecrets 1; writes none" in text
+    assert "kube-apiserver 9.5, run_operator 8" in text
+    short = report.p9_rows({"n": 20000, "runs": [{**run, "capacity_to_needed": 1.49}]})
+    assert short[0][-1] == "1.49\u00d7: NOT met"
