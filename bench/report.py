@@ -469,7 +469,8 @@ def p9_rows(p9: dict[str, Any]) -> list[list[str]]:
                 where,
                 "unchanged resyncs a second, queue saturated (capacity); needed for a 5-minute "
                 "resync of N",
-                f"{run['runs_per_second']:g}/s ({run['fetches']:,} fetches); "
+                f"{run['runs_per_second']:g}/s ({run['fetches']:,} fetches, "
+                f"{run.get('reports', 0):,} status reports); "
                 f"needed {run['needed_per_second']:g}/s",
                 f"capacity ÷ needed ≥ {CAPACITY_BOUND:g} (issue 37)",
                 f"{fmt_ratio(capacity)}: {_met(CAPACITY_BOUND, capacity or 0)}",

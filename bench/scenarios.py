@@ -518,9 +518,9 @@ def capacity_window(side: Side, window: float) -> dict[str, Any]:
         started, time.monotonic()
     )
     runs = [r for r in fleet.operator.runs() if wall_start <= r[2] <= wall_end]
-    fetches = sum(
-        1 for r in hikyo.requests[seen:] if r.method == "GET" and r.path.endswith("/delivery")
-    )
+    answered = hikyo.requests[seen:]
+    fetches = sum(1 for r in answered if r.method == "GET" and r.path.endswith("/delivery"))
+    reports = sum(1 for r in answered if r.method == "POST" and r.path.endswith("/status"))
     table = request_table(delta)
     written = {k: v for k, v in table.items() if k.split(" ")[0] not in READ_VERBS}
     leases = {k: v for k, v in table.items() if "leases" in k}
@@ -533,6 +533,7 @@ def capacity_window(side: Side, window: float) -> dict[str, Any]:
         "runs": count,
         "outcomes": dict(Counter(outcome for *_, outcome in runs).most_common()),
         "fetches": fetches,
+        "reports": reports,  # status reports the devserver answered (S7): they share the pace
         "runs_per_second": round(per_second, 1),
         "needed_per_second": round(needed, 1),
         "capacity_to_needed": ratio(per_second, needed),

@@ -316,6 +316,7 @@ def test_p9_rows_set_capacity_against_what_a_five_minute_resync_needs():
         "window_seconds": 60.0,
         "runs": 6000,
         "fetches": 6000,
+        "reports": 120,
         "runs_per_second": 100.0,
         "needed_per_second": 66.7,
         "capacity_to_needed": 1.5,
@@ -327,7 +328,7 @@ def test_p9_rows_set_capacity_against_what_a_five_minute_resync_needs():
     }
     rows = report.p9_rows({"n": 20000, "runs": [run]})
     text = report.markdown_table(["a", "b", "c", "d", "e"], rows)
-    assert "100/s (6,000 fetches); needed 66.7/s" in text
+    assert "100/s (6,000 fetches, 120 status reports); needed 66.7/s" in text
     assert rows[0][-1] == "1.50\u00d7: met"
     assert "3: GET secrets 2, GET hikyosecrets 1; writes none" in text
     assert "kube-apiserver 9.5, run_operator 8" in text
