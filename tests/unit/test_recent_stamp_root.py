@@ -3,6 +3,10 @@ root is never kept, so R12 decides over a fresh read whether to create one."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from workers.engine.ports import SecretObject
 from workers.engine.stamp_root import ROOT_REUSE_SECONDS, RecentStampRoot
 
@@ -49,3 +53,51 @@ def test_a_zero_window_reads_every_time():
     for _ in range(3):
         recent.read(reads)
     assert reads.count == 3
+
+
+def _in_thread(call):
+    """Run ``call`` on another thread (a run of the same process); its result once joined."""
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(call()))
+    thread.start()
+    return thread, out
+
+
+def test_runs_wait_for_the_run_creating_the_root_and_reuse_what_it_created():
+    recent, reads = RecentStampRoot(lambda: 0.0), Reads([None])
+    assert recent.read(reads) is None  # this run found it absent: it holds the turn
+    thread, out = _in_thread(lambda: recent.read(reads))
+    recent.keep(ROOT)  # it created the root
+    thread.join(10)
+    assert out == [ROOT] and reads.count == 1  # the other run read nothing uncached
+
+
+def test_a_run_that_ends_without_creating_hands_the_turn_on():
+    recent, reads = RecentStampRoot(lambda: 0.0), Reads([None, None, ROOT])
+    assert recent.read(reads) is None
+    thread, out = _in_thread(lambda: (recent.read(reads), recent.finish())[0])
+    recent.finish()  # stopped before R12's create (a refusal, a failed list)
+    thread.join(10)
+    assert out == [None] and reads.count == 2  # the next run reads for itself
+    assert recent.read(reads) is ROOT  # and, having finished, left the turn free
+
+
+def test_a_run_reads_alone_once_the_wait_for_the_turn_is_over():
+    recent, reads = RecentStampRoot(lambda: 0.0, wait=0.01), Reads([None])
+    assert recent.read(reads) is None  # holds the turn and never finishes
+    thread, out = _in_thread(lambda: recent.read(reads))
+    thread.join(10)
+    assert out == [None] and reads.count == 2
+
+
+def test_a_failed_read_gives_the_turn_back():
+    recent = RecentStampRoot(lambda: 0.0, wait=5.0)
+
+    def failing() -> SecretObject | None:
+        raise ConnectionError("apiserver gone")
+
+    with pytest.raises(ConnectionError):
+        recent.read(failing)
+    thread, out = _in_thread(lambda: recent.read(lambda: ROOT))
+    thread.join(10)
+    assert out == [ROOT]

@@ -11,6 +11,7 @@ status always says what really happened.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -113,14 +114,18 @@ def _refused(cluster: Cluster, error: Forbidden, namespace: str) -> ForbiddenRea
 
 
 def create_stamp_root(
-    cluster: Cluster, settings: OperatorSettings, observed: Observed, fetch: FetchPlan
+    cluster: Cluster,
+    settings: OperatorSettings,
+    observed: Observed,
+    fetch: FetchPlan,
+    created: Callable[[SecretObject], None] = lambda root: None,
 ) -> FetchPlan | Stop:
-    """R12 (S6.3): create the root the decision derived its stamp key from, before the fetch.
-    Another process that created one first wins: this run stops unwritten and reruns at once,
-    reading theirs. A 403 is S4.15."""
+    """R12 (S6.3): create the root the decision derived its stamp key from, before the fetch;
+    ``created`` gets the written root. Another process that created one first wins: this run
+    stops unwritten and reruns at once, reading theirs. A 403 is S4.15."""
     assert fetch.stamp_root is not None
     try:
-        cluster.create_secret(
+        root = cluster.create_secret(
             SecretObject(
                 namespace=settings.operator_namespace,
                 name=STAMP_ROOT_SECRET,
@@ -136,6 +141,7 @@ def create_stamp_root(
         refused = _refused(cluster, error, observed.namespace)
         outcome = forbidden_outcome(refused, observed.namespace)
         return Stop(Plan(outcome=outcome, passed=fetch.passed, step="R12", full_run=True))
+    created(root)
     return replace(fetch, stamp_root=None)
 
 

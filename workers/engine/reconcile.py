@@ -90,6 +90,16 @@ class RunResult:
 def reconcile(
     engine: Engine, namespace: str, name: str, uid: str | None = None, *, forced_full: bool = False
 ) -> RunResult:
+    assert engine.recent_root is not None
+    try:
+        return _reconcile(engine, namespace, name, uid, forced_full=forced_full)
+    finally:
+        engine.recent_root.finish()  # a turn to create the stamp root ends with its run
+
+
+def _reconcile(
+    engine: Engine, namespace: str, name: str, uid: str | None, *, forced_full: bool
+) -> RunResult:
     cluster, store, settings, now = engine.cluster, engine.store, engine.settings, engine.now()
     observed = observe(
         cluster,
@@ -105,7 +115,10 @@ def reconcile(
     )  # R0-R14 reads, in step order
     decision = decide_before_fetch(observed, settings, now)  # R0-R14
     if isinstance(decision, FetchPlan) and decision.stamp_root is not None:  # R12, S6.3
-        decision = create_stamp_root(cluster, settings, observed, decision)
+        assert engine.recent_root is not None
+        decision = create_stamp_root(
+            cluster, settings, observed, decision, created=engine.recent_root.keep
+        )
     if isinstance(decision, FetchPlan):
         attempt = fetch(  # R15
             observed, decision, store, settings, now, sleep=engine.sleep, clocks=engine
