@@ -18,8 +18,9 @@ from k8s.errors import KubeError, describe
 from . import metrics
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
+from .engine.reports import heartbeat_rides
 from .keys import ObjectKey
-from .queue.base import KeyedQueue, Lock, Priority
+from .queue.base import RESYNC_JITTER, KeyedQueue, Lock, Priority
 from .runtime import Runtime
 from .store_errors import store_errors
 
@@ -183,8 +184,8 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
         requeue = Requeue.BACKOFF  # S4.1.4: a run past its deadline is retried with backoff
     try:
         runtime.record(result, started, time.monotonic() - clock)
-        if result.uid and result.status_written and runtime.settings.status_reporting:
-            runtime.reports.add(key, priority=Priority.FIRST)  # S7.4: after every status write
+        if result.uid and runtime.settings.status_reporting and _report_now(runtime, key, result):
+            runtime.reports.add(key, priority=Priority.FIRST)
     finally:  # the key is settled whatever recording does
         if not result.uid:  # gone, or replaced by another object with the same name
             queue.finish(lock, Requeue.NONE)
@@ -210,6 +211,17 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
         f" ({outcome.message})" if outcome.message else "",
     )
     return result
+
+
+def _report_now(runtime: Runtime, key: ObjectKey, result: RunResult) -> bool:
+    """S7.4: after every status write; and a heartbeat due before the CR's next resync rides
+    on this run's reads."""
+    if result.status_written:
+        return True
+    if not result.reads_kept:
+        return False
+    next_run_within = result.resync_seconds * RESYNC_JITTER[1]
+    return heartbeat_rides(runtime.reports.due_in(key), next_run_within)
 
 
 def _settle_failed(guard: _RunGuard, reason: str, started: float) -> None:

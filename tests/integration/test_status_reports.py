@@ -194,3 +194,29 @@ def test_a_report_after_its_reconcile_reuses_the_cr_and_credential_reads(world, 
     counting.reads.clear()
     assert _report(runtime, key) is not None
     assert counting.reads == ["get_hikyosecret", "get_secret"]
+
+
+def test_a_heartbeat_due_before_the_next_resync_goes_with_an_unchanged_run_s_reads(
+    world, runtime
+):
+    """S7.4 with S7.1 rev 3: an unchanged resync writes nothing (S4.17) but keeps its reads;
+    the heartbeat that would come due before the next resync goes at once, reading nothing."""
+    key = _deliver(world, runtime)
+    assert _report(runtime, key) is not None  # the delivery's report
+    result = run_reconcile(runtime, key)  # the first resync records Synced=Current (S4.17)
+    assert result is not None and result.status_written
+    assert _report(runtime, key) is not None
+    heartbeat_in = runtime.reports.due_in(key)
+    assert heartbeat_in is not None and heartbeat_in > 0  # P after the last 204
+    counting = _Counting(runtime.cluster)
+    runtime.cluster = counting
+
+    unchanged = run_reconcile(runtime, key)
+
+    assert unchanged is not None and unchanged.outcome.reason == "Current"
+    assert not unchanged.status_written
+    assert heartbeat_in <= unchanged.resync_seconds * 1.1  # so it rides on this run
+    counting.reads.clear()
+    attempt = _report(runtime, key)  # due now: _report asserts the dispatcher takes it
+    assert attempt is not None and attempt.http_status == 204
+    assert counting.reads == []

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from urllib3.exceptions import HTTPError
 
 from k8s.errors import FenceLost, KubeError
+from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 from workers import runner
 from workers.engine.outcome import Outcome, Requeue
@@ -111,7 +112,8 @@ def _secret(name: str = "app") -> SecretObject:
 
 
 def _result(requeue: Requeue = Requeue.RESYNC, *, uid: str = KEY.uid, **outcome: Any) -> RunResult:
-    fields = {k: outcome.pop(k) for k in ("status_written", "resync_seconds") if k in outcome}
+    named = ("status_written", "resync_seconds", "reads_kept")
+    fields = {k: outcome.pop(k) for k in named if k in outcome}
     return RunResult(
         outcome=Outcome(reason="Test", requeue=requeue, **outcome),
         namespace=KEY.namespace,
@@ -273,6 +275,28 @@ def test_a_status_write_queues_a_report_first(monkeypatch, status_written, repor
         assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
     else:
         assert tickets == []
+
+
+@pytest.mark.parametrize(
+    ("heartbeat_in", "reads_kept", "rides"),
+    [(100.0, True, True), (330.0, True, True), (331.0, True, False), (100.0, False, False)],
+)
+def test_a_heartbeat_due_before_the_next_resync_rides_on_the_run_s_reads(
+    monkeypatch, heartbeat_in, reads_kept, rides
+):
+    """S7.4 with S7.1 rev 3: a run that wrote nothing but kept its reads brings the CR's
+    heartbeat forward when it would come due before the next resync can (resync x 1.1), so
+    it goes with those reads instead of alone later, reading the CR and credential again."""
+    h = Harness(monkeypatch)
+    h.reports = h.runtime.reports = MemoryQueue(FakeClock())  # no time passes in the run
+    h.reports.schedule(KEY, delay=heartbeat_in, priority=Priority.NORMAL)
+    h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=300.0, reads_kept=reads_kept))
+    h.run()
+    tickets = h.reports.take_due()
+    if rides:
+        assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
+    else:
+        assert tickets == [] and h.reports.due_in(KEY) == heartbeat_in
 
 
 def test_run_reconcile_takes_the_lock_itself(monkeypatch):

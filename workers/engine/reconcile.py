@@ -85,6 +85,7 @@ class RunResult:
     # the dashboard's remediation names what explain names; never a value.
     names: dict[str, str] = field(default_factory=dict)
     rolled: list[str] = field(default_factory=list)  # workloads restamped (``Kind/name``, S6.4)
+    reads_kept: bool = False  # the CR and credential reads a report may reuse (S7.1 rev 3)
 
 
 def reconcile(
@@ -139,6 +140,7 @@ def _reconcile(
         assert engine.recent_reads is not None
         engine.recent_reads.keep(decision.spec.uid, applied.cr_after, decision.token)
     result = _result(observed, applied, plan.step, asked_uid=uid)
+    result.reads_kept = isinstance(decision, FetchPlan) and applied.cr_after is not None
     if plan.rollout is not None:
         result.rolled = [workload.ref for workload in plan.rollout.patches]
     if attempt is not None and attempt.result is not None:

@@ -39,6 +39,15 @@ def heartbeat_period(resync_seconds: float) -> float:
     return min(max(resync_seconds, MIN_PERIOD), MAX_PERIOD)
 
 
+def heartbeat_rides(due_in: float | None, next_run_within: float) -> bool:
+    """S7.4 with S7.1 rev 3: a CR's heartbeat that falls due before its next reconcile can
+    have come (``next_run_within`` seconds) goes now, on the reads the run just made, instead
+    of alone later with two apiserver reads of its own. At most that much early, so reports
+    stay about one per P. ``due_in``: seconds until the heartbeat is due (None: no report is
+    waiting, e.g. one is in flight)."""
+    return due_in is not None and due_in <= next_run_within
+
+
 def report_body(cr: dict[str, Any], cluster_id: str) -> dict[str, Any] | None:
     """S7.3's closed body, or None while the CR has no status write yet (S7.1) or is deleting."""
     metadata = cr.get("metadata") or {}
