@@ -84,6 +84,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0,
         help="P2/P3 scaled with this many workers (0: embedded)",
     )
+    parser.add_argument(
+        "--p9-workers",
+        default="0,2",
+        help="P9's sides: worker counts, 0 for embedded (0,2)",
+    )
     parser.add_argument("--p5-delay-ms", type=float, default=50.0, help="P5 delivery delay (50)")
     parser.add_argument("--keep", action="store_true", help="keep a failed side's directory")
     options = parser.parse_args(argv)
@@ -94,6 +99,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--n is at least 2")
     if options.fetch_qps <= 0 or options.worker_concurrency < 1 or options.resync < 1:
         parser.error("--fetch-qps, --worker-concurrency and --resync are positive")
+    try:
+        options.p9_workers = tuple(int(w) for w in options.p9_workers.split(","))
+    except ValueError:
+        parser.error("--p9-workers is a comma-separated list of worker counts, e.g. 0,2")
+    if any(w < 0 for w in options.p9_workers):
+        parser.error("--p9-workers counts are not negative")
     if options.p3_samples < 1 or options.p5_delay_ms < 0 or options.p2_p3_workers < 0:
         parser.error("--p3-samples is positive, --p5-delay-ms and --p2-p3-workers not negative")
     return options
@@ -121,6 +132,7 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
         p3_samples=options.p3_samples,
         p5_delay_ms=options.p5_delay_ms,
         p2_p3_workers=options.p2_p3_workers,
+        p9_workers=options.p9_workers,
         keep=options.keep,
     )
     with contextlib.ExitStack() as cleanup:
@@ -184,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             "p3_samples": options.p3_samples,
             "p5_delay_ms": options.p5_delay_ms,
             "p2_p3_workers": options.p2_p3_workers,
+            "p9_workers": list(options.p9_workers),
         },
         "scenarios": {},
         "notes": [],

@@ -50,7 +50,6 @@ REPORTS_WAIT = 60.0  # after all Ready, plus 50 ms a CR, for every CR's first st
 REPORTS_POLL_SECONDS = 0.2
 SECRETS = "/api/v1/secrets"
 JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
-P9_WORKERS = (0, 2)  # embedded and the chart's default of 2 workers
 CAPACITY_RESYNC_SECONDS = 10  # S4.16's least resyncInterval: more due than any operator runs
 CAPACITY_WINDOW_SECONDS = 60.0
 CAPACITY_TARGET_RESYNC_SECONDS = 300  # issue 37: the 5-minute resync the capacity is set against
@@ -69,6 +68,7 @@ class Options:
     p3_samples: int = 30
     p5_delay_ms: float = 50.0
     p2_p3_workers: int = 0  # embedded (the issue's P2/P3), or scaled with this many workers
+    p9_workers: tuple[int, ...] = (0, 2)  # P9's sides: embedded and the chart's default of 2
     keep: bool = False  # keep a failed side's directory (logs, kubeconfig)
 
 
@@ -476,7 +476,7 @@ def p9(bench: Bench, n: int) -> dict[str, Any]:
     capacity ÷ what a 5-minute resync of ``n`` CRs needs, against the issue's 1.5."""
     out: dict[str, Any] = {"n": n, "runs": []}
     bench.results["scenarios"]["p9"] = out
-    for workers in P9_WORKERS:
+    for workers in bench.options.p9_workers:
         label = f"p9-{mode_label(workers)}-{n}"
         with bench.side(label, n, workers, CAPACITY_RESYNC_SECONDS, run_lines=True) as side:
             cold = cold_start(side, "P9", wait_reports=False)

@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemon_set": DAEMON_SET}
 EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
 EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
+# Reports a finished run hands straight to those threads may wait this many deep for one:
+# a few POSTs' time, well inside the 30 s its reads stay fresh (S7.1 rev 3).
+HANDED_REPORTS_WAITING = 8
 # Scaled mode: kombu's Redis transport keeps one list per priority step (0, 3, 6, 9) and a
 # worker pops them in that order. A reconcile task carries its ticket's priority, so a first
 # sync sent after resyncs still runs before them (S4.1.6) among the keys already in the broker;
@@ -164,6 +167,8 @@ class OperatorProcess:
         )
         self._reports_in_flight = 0
         self._report_gate = ReportGate()
+        if self._report_pool is not None:
+            runtime.hand_report = self._hand_report
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -452,6 +457,21 @@ class OperatorProcess:
             fresh = min(free, self.runtime.recent_reads.fresh())
             return Grant(fresh, up_to=Priority.FIRST)
         return allowed
+
+    def _hand_report(self, key: ObjectKey) -> bool:
+        """Embedded: a run's report straight onto the report threads (Runtime.hand_report)."""
+        assert self._report_pool is not None
+        with self._in_flight_lock:
+            if self._reports_in_flight >= EMBEDDED_REPORTERS + HANDED_REPORTS_WAITING:
+                return False
+            self._reports_in_flight += 1
+        try:
+            future = self._report_pool.submit(run_report, self.runtime, key)
+        except RuntimeError:  # stopping: the pool is shut down
+            self._report_done(None)
+            return False
+        future.add_done_callback(self._report_done)
+        return True
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:

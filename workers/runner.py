@@ -184,8 +184,8 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
         requeue = Requeue.BACKOFF  # S4.1.4: a run past its deadline is retried with backoff
     try:
         runtime.record(result, started, time.monotonic() - clock)
-        if result.uid and runtime.settings.status_reporting and _report_now(runtime, key, result):
-            runtime.reports.add(key, priority=Priority.FIRST)
+        if result.uid and runtime.settings.status_reporting:
+            _report_after(runtime, key, result)
     finally:  # the key is settled whatever recording does
         if not result.uid:  # gone, or replaced by another object with the same name
             queue.finish(lock, Requeue.NONE)
@@ -213,15 +213,22 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
     return result
 
 
-def _report_now(runtime: Runtime, key: ObjectKey, result: RunResult) -> bool:
-    """S7.4: after every status write; and a heartbeat due before the CR's next resync rides
-    on this run's reads."""
-    if result.status_written:
-        return True
-    if not result.reads_kept:
-        return False
-    next_run_within = result.resync_seconds * RESYNC_JITTER[1]
-    return heartbeat_rides(runtime.reports.due_in(key), next_run_within)
+def _report_after(runtime: Runtime, key: ObjectKey, result: RunResult) -> None:
+    """S7.4: a report after every status write; and a heartbeat that would come due before
+    the CR's next resync rides on this run's reads (S7.1 rev 3). Embedded, either goes at once
+    on a free report thread; otherwise a status write's report is queued first, and so is a
+    ride in a worker, while a ride that found the report threads busy leaves the heartbeat as
+    it was: the CR's next run may carry it, and it still comes due on its own."""
+    written = result.status_written
+    if not written:
+        next_run_within = result.resync_seconds * RESYNC_JITTER[1]
+        due_in = runtime.reports.due_in(key)
+        if not (result.reads_kept and heartbeat_rides(due_in, next_run_within)):
+            return
+    if runtime.hand_report is not None and runtime.hand_report(key):
+        return
+    if written or runtime.hand_report is None:
+        runtime.reports.add(key, priority=Priority.FIRST)
 
 
 def _settle_failed(guard: _RunGuard, reason: str, started: float) -> None:

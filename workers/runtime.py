@@ -25,6 +25,7 @@ from .engine.reconcile import Engine, RunResult
 from .engine.settings import OperatorSettings
 from .engine.stamp_root import RecentStampRoot
 from .fencing import Fence, FencedCluster, FencedStore
+from .keys import ObjectKey
 from .queue.base import KeyedQueue
 from .queue.orphans import incarnation, run_owner
 from .shards import ShardLayout, layout_of, layout_of_tag
@@ -71,6 +72,10 @@ class Runtime:
     # This process's reuse windows (S6.3's stamp root, S7.1's reads), shared by every run.
     recent_root: RecentStampRoot = field(default_factory=lambda: RecentStampRoot(time.monotonic))
     recent_reads: RecentReads = field(default_factory=lambda: RecentReads(time.monotonic))
+    # Embedded: sends a CR's report at once on this process's report threads, while the reads
+    # its run just kept are fresh (S7.1 rev 3); False when those threads are busy. None in a
+    # worker: its reports go through the report queue.
+    hand_report: Callable[[ObjectKey], bool] | None = None
     _shard_views: dict[str, Runtime] = field(default_factory=dict, init=False, repr=False)
 
     def engine(self, fence: Fence | None = None) -> Engine:

@@ -345,6 +345,31 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
         process.stop()
 
 
+def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch):
+    """Runtime.hand_report: a run's report goes onto the report threads at once, up to the
+    threads plus HANDED_REPORTS_WAITING waiting for one; beyond that the run is told no."""
+    release = threading.Event()
+    monkeypatch.setattr(operator_process, "run_report", lambda runtime, key: release.wait(10))
+    runtime = SimpleNamespace(
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(FakeClock()),
+    )
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    depth = operator_process.EMBEDDED_REPORTERS + operator_process.HANDED_REPORTS_WAITING
+    try:
+        keys = [ObjectKey("ns", f"cr-{i}", f"uid-{i}") for i in range(depth + 1)]
+        assert [runtime.hand_report(key) for key in keys] == [True] * depth + [False]
+        assert process._report_capacity() == 0  # the queue's reports wait for those
+        release.set()
+        _wait(lambda: runtime.hand_report(keys[-1]), "a thread free again")
+    finally:
+        release.set()
+        process.stop()
+
+
 def test_embedded_reports_wait_while_a_reconcile_is_due():
     """S7.4: a report never takes the CPU a backlog of reconciles needs. While as many keys
     of the reconcile queue are due as there are reconcile slots, no report leaves its queue;

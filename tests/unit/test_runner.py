@@ -299,6 +299,33 @@ def test_a_heartbeat_due_before_the_next_resync_rides_on_the_run_s_reads(
         assert tickets == [] and h.reports.due_in(KEY) == heartbeat_in
 
 
+@pytest.mark.parametrize("threads_free", [True, False])
+@pytest.mark.parametrize("status_written", [True, False])
+def test_embedded_hands_a_run_s_report_straight_to_the_report_threads(
+    monkeypatch, threads_free, status_written
+):
+    """Embedded (Runtime.hand_report): the report goes at once, while the run's reads are
+    fresh. With every report thread busy, a status write's report is queued first, and a
+    heartbeat that would have ridden stays due when it was: the next run may carry it."""
+    h = Harness(monkeypatch)
+    h.reports = h.runtime.reports = MemoryQueue(FakeClock())
+    h.reports.schedule(KEY, delay=100.0, priority=Priority.NORMAL)
+    handed: list[ObjectKey] = []
+    h.runtime.hand_report = lambda key: threads_free and not handed.append(key)
+    h.fake(
+        lambda engine: _result(
+            Requeue.RESYNC, resync_seconds=300.0, reads_kept=True, status_written=status_written
+        )
+    )
+    h.run()
+    assert handed == ([KEY] if threads_free else [])
+    tickets = h.reports.take_due()
+    if status_written and not threads_free:
+        assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
+    else:
+        assert tickets == [] and h.reports.due_in(KEY) == 100.0
+
+
 def test_run_reconcile_takes_the_lock_itself(monkeypatch):
     h = Harness(monkeypatch)
     held: list[bool] = []
