@@ -17,9 +17,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from .queue.base import KeyedQueue, Priority, Ticket
+from .queue.base import KeyedQueue, Ticket
 from .queue.orphans import orphaned
 
 log = logging.getLogger(__name__)
@@ -29,14 +28,6 @@ STALE_AFTER_SECONDS = 150.0  # longer than the 120 s lock TTL: a live run renews
 STALE_CHECK_EVERY = 10.0
 
 
-@dataclass(frozen=True)
-class Grant:
-    """How many due keys the dispatcher may take now, and down to which priority."""
-
-    count: int
-    up_to: Priority = Priority.RESYNC
-
-
 class Dispatcher(threading.Thread):
     def __init__(
         self,
@@ -44,7 +35,7 @@ class Dispatcher(threading.Thread):
         submit: Callable[[Ticket], None],
         stop: threading.Event,
         *,
-        capacity: Callable[[], int | Grant] = lambda: 100,
+        capacity: Callable[[], int] = lambda: 100,
         on_store_lost: Callable[[], None] = lambda: None,
         workers_gone: Callable[[], frozenset[str]] = frozenset,
         stale_after: float = STALE_AFTER_SECONDS,
@@ -83,11 +74,8 @@ class Dispatcher(threading.Thread):
                         )
                     self._marked = True
                 self._wake.clear()  # before reading capacity: a run ending after it wakes us
-                granted = self.capacity()
-                if isinstance(granted, int):
-                    granted = Grant(granted)
-                free = granted.count
-                tickets = self.queue.take_due(free, granted.up_to) if free > 0 else []
+                free = self.capacity()
+                tickets = self.queue.take_due(limit=free) if free > 0 else []
                 for ticket in tickets:
                     self.submit(ticket)
                     self.dispatched += 1

@@ -27,7 +27,6 @@ from k8s.watch_cache import WatchedReads, chain
 
 from . import metrics
 from .broker_window import WorkerSlots
-from .dispatcher import Grant
 from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
@@ -429,7 +428,7 @@ class OperatorProcess:
         future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
         future.add_done_callback(self._done)
 
-    def _report_capacity(self) -> int | Grant:
+    def _report_capacity(self) -> int:
         """Embedded: only as many reports as the pool runs at once leave the queue, and none
         while reconciles are backed up (the gate below). A due key taken beyond them would wait
         in the executor's own queue (a Future each: at thousands of CRs their heartbeats come
@@ -445,18 +444,11 @@ class OperatorProcess:
         # S7.4 (workers/report_gate.py): reports yield to a backlog of reconciles, at least as
         # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
         # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
+        # Embedded, the reports that have their run's reads at hand do not wait here: the run
+        # hands them to the report threads (``_hand_report``). Those left in the queue would
+        # read the CR and its credential again, so they wait for the backlog as any report.
         waiting = not self._crd_problem() and self.runtime.queue.due_at_least(max(slots, 1))
-        allowed = self._report_gate.slots(free, waiting, time.monotonic())
-        if waiting and not allowed and self._report_pool is not None:
-            # A report that follows its reconcile within 30 s uses that reconcile's reads (S7.1
-            # rev 3): an HTTPS POST, no apiserver read. Held behind the backlog it would read
-            # both again later, so as many go as reconciles left fresh reads: reports keep pace
-            # with the reconciles rather than pile up behind them. Only those a reconcile just
-            # queued (FIRST: after a status write, or a heartbeat riding on the run) have such
-            # reads; a heartbeat that came due on its own would read both, so it waits.
-            fresh = min(free, self.runtime.recent_reads.fresh())
-            return Grant(fresh, up_to=Priority.FIRST)
-        return allowed
+        return self._report_gate.slots(free, waiting, time.monotonic())
 
     def _hand_report(self, key: ObjectKey) -> bool:
         """Embedded: a run's report straight onto the report threads (Runtime.hand_report)."""

@@ -90,18 +90,6 @@ class KeyedQueueContract:
         assert keys_of(tickets) == [APP, WEB, JOB]
         assert [t.priority for t in tickets] == [Priority.FIRST, Priority.NORMAL, Priority.RESYNC]
 
-    def test_take_due_up_to_a_priority_leaves_the_lower_ones_waiting(
-        self, queue: KeyedQueue, clock: FakeClock
-    ):
-        """A grant for FIRST keys only (reports riding on fresh reads) takes none below."""
-        queue.add(JOB, priority=Priority.RESYNC)
-        queue.add(WEB, priority=Priority.NORMAL)
-        queue.add(APP, priority=Priority.FIRST)
-        clock.advance(1)
-        assert keys_of(queue.take_due(10, Priority.FIRST)) == [APP]
-        assert keys_of(queue.take_due(10, Priority.NORMAL)) == [WEB]
-        assert keys_of(queue.take_due(10)) == [JOB]
-
     def test_same_priority_runs_in_due_order(self, queue: KeyedQueue, clock: FakeClock):
         queue.add(JOB, delay=3)
         queue.add(APP, delay=1)

@@ -18,9 +18,9 @@ from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 from workers import operator_process
 from workers.broker_window import window
-from workers.dispatcher import Dispatcher, Grant
+from workers.dispatcher import Dispatcher
 from workers.engine.outcome import Requeue
-from workers.engine.recent_reads import REUSE_SECONDS, RecentReads
+from workers.engine.recent_reads import RecentReads
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Priority, Ticket
@@ -69,9 +69,9 @@ class CallLog(MemoryQueue):
         self._call("mark_generation")
         return super().mark_generation()
 
-    def take_due(self, limit: int = 100, up_to: Priority = Priority.RESYNC) -> list[Ticket]:
+    def take_due(self, limit: int = 100) -> list[Ticket]:
         self._call("take_due")
-        return super().take_due(limit, up_to)
+        return super().take_due(limit)
 
     def redispatch_stale(self, older_than: float) -> int:
         self._call("redispatch_stale")
@@ -387,49 +387,12 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
     try:
         for key in keys[:slots]:
             runtime.queue.add(key)
-        assert process._report_capacity() == Grant(0, Priority.FIRST)  # only fresh-read ones
+        assert process._report_capacity() == 0
         assert len(runtime.queue.take_due(limit=1)) == 1
         assert runtime.queue.due_count() == slots - 1
         assert process._report_capacity() == 2
         runtime.queue.add(keys[slots], delay=3600.0)  # waiting, but not due: holds nothing
         assert process._report_capacity() == 2
-    finally:
-        process.stop()
-
-
-def test_embedded_reports_keep_pace_with_reconciles_that_left_fresh_reads():
-    """S7.1 rev 3: a report within 30 s of its reconcile reuses its reads (no apiserver read),
-    so while reconciles are backed up as many reports go as reconciles left fresh reads,
-    rather than all of them later, each reading the CR and its credential again. Only reports
-    a reconcile queued (FIRST) go then: a heartbeat that came due alone would read both."""
-    clock = FakeClock()
-    runtime = SimpleNamespace(
-        queue=MemoryQueue(),
-        reports=MemoryQueue(),
-        cluster=SimpleNamespace(api_client=None),
-        settings=OperatorSettings(operator_namespace="hikyo-system"),
-        recent_reads=RecentReads(clock),
-    )
-    process = operator_process.OperatorProcess(runtime, leader_election=False)
-    try:
-        for n in range(operator_process.EMBEDDED_WORKERS):
-            runtime.queue.add(ObjectKey("ns", f"cr-{n}", f"uid-{n}"))
-        first_only = Priority.FIRST
-        assert process._report_capacity() == Grant(0, first_only)  # backed up, no fresh reads
-        runtime.recent_reads.keep("uid-done-1", {}, "token")
-        assert process._report_capacity() == Grant(1, first_only)
-        for n in (2, 3, 4):
-            runtime.recent_reads.keep(f"uid-done-{n}", {}, "token")
-        granted = process._report_capacity()
-        assert granted == Grant(operator_process.EMBEDDED_REPORTERS, first_only)  # free slots
-        alone = ObjectKey("ns", "heartbeat-due", "uid-h")
-        riding = ObjectKey("ns", "done-1", "uid-done-1")
-        runtime.reports.add(alone, priority=Priority.NORMAL)
-        runtime.reports.add(riding, priority=Priority.FIRST)
-        taken = runtime.reports.take_due(granted.count, granted.up_to)
-        assert [ticket.key for ticket in taken] == [riding]
-        clock.advance(REUSE_SECONDS)
-        assert process._report_capacity() == Grant(0, first_only)  # stale reads: held
     finally:
         process.stop()
 

@@ -52,16 +52,3 @@ def test_every_engine_of_a_process_shares_its_reuse_windows():
     first, second = runtime.engine(), runtime.engine(lambda: None)
     assert first.recent_root is second.recent_root is runtime.recent_root
     assert first.recent_reads is second.recent_reads is runtime.recent_reads
-
-
-def test_fresh_counts_only_reads_still_in_the_window():
-    clock = FakeClock()
-    reads = RecentReads(clock)
-    reads.keep("a", CR, "t")
-    clock.advance(REUSE_SECONDS / 2)
-    reads.keep("b", CR, "t")
-    assert reads.fresh() == 2
-    clock.advance(REUSE_SECONDS / 2)
-    assert reads.fresh() == 1  # a expired
-    reads.take("b")
-    assert reads.fresh() == 0

@@ -43,14 +43,6 @@ class RecentReads:
             ):
                 self._kept.popitem(last=False)  # the oldest first: entries are kept in time order
 
-    def fresh(self) -> int:
-        """How many reconciles' reads are still kept for their reports, expired ones dropped."""
-        now = self._timer()
-        with self._lock:
-            while self._kept and now - next(iter(self._kept.values())).at >= self._window:
-                self._kept.popitem(last=False)
-            return len(self._kept)
-
     def take(self, uid: str) -> ReconcileReads | None:
         """The reads of ``uid``'s last reconcile when still fresh; each is handed out once."""
         with self._lock:

@@ -194,9 +194,8 @@ class KeyedQueue(CoordinationStore, Protocol):
         it (S4.1.2 ADDED for a CR that already has a due time)."""
         ...
 
-    def take_due(self, limit: int = 100, up_to: Priority = Priority.RESYNC) -> list[Ticket]:
-        """Leader only (S4.1.5): due keys of priority ``up_to`` or higher, in (priority, due
-        time) order, marked dispatched."""
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        """Leader only (S4.1.5): due keys in (priority, due time) order, marked dispatched."""
         ...
 
     def redispatch_stale(self, older_than: float) -> int:

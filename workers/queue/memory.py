@@ -141,15 +141,12 @@ class MemoryQueue(KeyedQueue):
                 return
             self._enqueue(key, now + max(delay, 0.0), priority, False)
 
-    def take_due(self, limit: int = 100, up_to: Priority = Priority.RESYNC) -> list[Ticket]:
-        """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC (none below ``up_to``),
-        earliest first."""
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC, earliest first."""
         tickets: list[Ticket] = []
         with self._mutex:
             now = self._clock()
             for priority in Priority:
-                if priority > up_to:
-                    break
                 heap = self._heaps[priority]
                 while heap and len(tickets) < limit and heap[0][0] <= now:
                     due, seq, key = heapq.heappop(heap)

@@ -477,14 +477,15 @@ class RedisQueue(KeyedQueue):
         if added == 1:
             self.observer.added()
 
-    def take_due(self, limit: int = 100, up_to: Priority = Priority.RESYNC) -> list[Ticket]:
-        """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC (none below ``up_to``),
-        earliest first; atomic, so even two processes that both believe they lead never take
-        a key twice."""
+    def take_due(self, limit: int = 100) -> list[Ticket]:
+        """S4.1.5/S4.1.6: due keys, FIRST before NORMAL before RESYNC, earliest first; atomic,
+        so even two processes that both believe they lead never take a key twice."""
         if limit <= 0:
             return []
         now = self._clock()
-        rows = self._take_due(keys=self._shared, args=[self._scheduling, now, limit, int(up_to)])
+        rows = self._take_due(
+            keys=self._shared, args=[self._scheduling, now, limit, int(max(Priority))]
+        )
         tickets = []
         for m, p, forced, due in rows:
             tickets.append(Ticket(key_of(_text(m)), _text(forced) == "1", Priority(int(p))))
