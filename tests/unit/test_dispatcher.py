@@ -313,6 +313,17 @@ def test_it_stops_promptly_when_idle_and_dispatches_nothing_after():
     assert submitted == [] and queue.depth() == 1
 
 
+def _process_runtime() -> SimpleNamespace:
+    """What OperatorProcess reads of a Runtime, over in-memory queues."""
+    return SimpleNamespace(
+        queue=MemoryQueue(),
+        reports=MemoryQueue(),
+        cluster=SimpleNamespace(api_client=None),
+        settings=OperatorSettings(operator_namespace="hikyo-system"),
+        recent_reads=RecentReads(FakeClock()),
+    )
+
+
 def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
     """Issue 13: the embedded report pool takes only as many keys as it runs at once; the
     others stay waiting in the report queue (not as Futures in the executor's queue)."""
@@ -324,13 +335,7 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
         release.wait(10)
 
     monkeypatch.setattr(operator_process, "run_report", blocking_report)
-    runtime = SimpleNamespace(
-        queue=MemoryQueue(),
-        reports=MemoryQueue(),
-        cluster=SimpleNamespace(api_client=None),
-        settings=OperatorSettings(operator_namespace="hikyo-system"),
-        recent_reads=RecentReads(FakeClock()),
-    )
+    runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     try:
         assert process._report_capacity() == operator_process.EMBEDDED_REPORTERS == 2
@@ -350,13 +355,7 @@ def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch
     threads plus HANDED_REPORTS_WAITING waiting for one; beyond that the run is told no."""
     release = threading.Event()
     monkeypatch.setattr(operator_process, "run_report", lambda runtime, key: release.wait(10))
-    runtime = SimpleNamespace(
-        queue=MemoryQueue(),
-        reports=MemoryQueue(),
-        cluster=SimpleNamespace(api_client=None),
-        settings=OperatorSettings(operator_namespace="hikyo-system"),
-        recent_reads=RecentReads(FakeClock()),
-    )
+    runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     depth = operator_process.EMBEDDED_REPORTERS + operator_process.HANDED_REPORTS_WAITING
     try:
@@ -374,13 +373,7 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
     """S7.4: a report never takes the CPU a backlog of reconciles needs. While as many keys
     of the reconcile queue are due as there are reconcile slots, no report leaves its queue;
     with fewer (a steady resync load's odd key), both report slots take again."""
-    runtime = SimpleNamespace(
-        queue=MemoryQueue(),
-        reports=MemoryQueue(),
-        cluster=SimpleNamespace(api_client=None),
-        settings=OperatorSettings(operator_namespace="hikyo-system"),
-        recent_reads=RecentReads(FakeClock()),
-    )
+    runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     slots = operator_process.EMBEDDED_WORKERS
     keys = [ObjectKey("ns", f"cr-{i}", f"uid-{i}") for i in range(slots + 1)]
@@ -402,13 +395,7 @@ def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
     keyed queue, where a first sync due later still goes before them; reports have a window of
     their own and, as in embedded mode, yield to a backlog of reconciles (S7.4)."""
     sent: list[Ticket] = []
-    runtime = SimpleNamespace(
-        queue=MemoryQueue(),
-        reports=MemoryQueue(),
-        cluster=SimpleNamespace(api_client=None),
-        settings=OperatorSettings(operator_namespace="hikyo-system"),
-        recent_reads=RecentReads(FakeClock()),
-    )
+    runtime = _process_runtime()
     process = operator_process.OperatorProcess(
         runtime, send_task=sent.append, send_report=sent.append, leader_election=False
     )
