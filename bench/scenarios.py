@@ -472,8 +472,9 @@ def p2_period(side: Side, period: float) -> dict[str, Any]:
 def p9(bench: Bench, n: int) -> dict[str, Any]:
     """How many unchanged resyncs a second the operator runs when more are due than it can run:
     every CR's resyncInterval is S4.16's least (10 s), so past the cold start and the first
-    resyncs (which still write, S4.17) the queue never empties. Embedded and scaled (2 workers);
-    capacity ÷ what a 5-minute resync of ``n`` CRs needs, against the issue's 1.5."""
+    resyncs (which still write, S4.17) the queue never empties. One side per worker count of
+    the p9_workers option (0: embedded); capacity ÷ what a 5-minute resync of ``n`` CRs needs,
+    against the issue's 1.5."""
     out: dict[str, Any] = {"n": n, "runs": []}
     bench.results["scenarios"]["p9"] = out
     for workers in bench.options.p9_workers:

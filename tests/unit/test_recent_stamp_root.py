@@ -58,7 +58,7 @@ def test_a_zero_window_reads_every_time():
 def _in_thread(call):
     """Run ``call`` on another thread (a run of the same process); its result once joined."""
     out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(call()))
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
     thread.start()
     return thread, out
 
@@ -91,7 +91,7 @@ def test_a_run_reads_alone_once_the_wait_for_the_turn_is_over():
 
 
 def test_a_failed_read_gives_the_turn_back():
-    recent = RecentStampRoot(lambda: 0.0, wait=5.0)
+    recent = RecentStampRoot(lambda: 0.0, wait=600.0)  # a turn kept would hold the next run
 
     def failing() -> SecretObject | None:
         raise ConnectionError("apiserver gone")
