@@ -31,6 +31,7 @@ from .engine.crd_check import CHECKED_CRDS, served_crd_problems
 from .engine.ports import DAEMON_SET, DEPLOYMENT, STATEFUL_SET
 from .keys import ObjectKey
 from .queue.base import Priority, Ticket
+from .queue.lag import LagObserver
 from .report_gate import ReportGate
 from .reporting import run_report
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
@@ -126,7 +127,9 @@ class OperatorProcess:
         self.runtime = runtime
         self.layout = layout_of(runtime.settings)  # S4.1.8: the shard this process leads
         # client-go's workqueue metrics (S8.6): the leader adds and takes, runs settle.
-        runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
+        runtime.queue.observer = LagObserver(
+            metrics.workqueue(metrics.RECONCILE_QUEUE), runtime.schedule_lag
+        )
         runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)
         self.api_client: client.ApiClient = runtime.cluster.api_client
         self.send_task = send_task  # None: embedded mode

@@ -215,13 +215,14 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
 
 def _report_after(runtime: Runtime, key: ObjectKey, result: RunResult) -> None:
     """S7.4: a report after every status write; and a heartbeat that would come due before
-    the CR's next resync rides on this run's reads (S7.1 rev 3). Embedded, either goes at once
+    the CR's next run rides on this run's reads (S7.1 rev 3). Embedded, either goes at once
     on a free report thread; otherwise a status write's report is queued first, and so is a
     ride in a worker, while a ride that found the report threads busy leaves the heartbeat as
     it was: the CR's next run may carry it, and it still comes due on its own."""
     written = result.status_written
     if not written:
-        next_run_within = result.resync_seconds * RESYNC_JITTER[1]
+        # The next run comes a resync later, and later still while due keys back up.
+        next_run_within = result.resync_seconds * RESYNC_JITTER[1] + runtime.schedule_lag.seconds()
         due_in = runtime.reports.due_in(key)
         if not (result.reads_kept and heartbeat_rides(due_in, next_run_within)):
             return

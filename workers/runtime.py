@@ -27,6 +27,7 @@ from .engine.stamp_root import RecentStampRoot
 from .fencing import Fence, FencedCluster, FencedStore
 from .keys import ObjectKey
 from .queue.base import KeyedQueue
+from .queue.lag import ScheduleLag
 from .queue.orphans import incarnation, run_owner
 from .shards import ShardLayout, layout_of, layout_of_tag
 
@@ -76,6 +77,9 @@ class Runtime:
     # its run just kept are fresh (S7.1 rev 3); False when those threads are busy. None in a
     # worker: its reports go through the report queue.
     hand_report: Callable[[ObjectKey], bool] | None = None
+    # How late the reconcile queue runs keys (workers/queue/lag.py): noted where keys are
+    # taken, so only in the leader's process; a worker's stays 0.
+    schedule_lag: ScheduleLag = field(default_factory=ScheduleLag)
     _shard_views: dict[str, Runtime] = field(default_factory=dict, init=False, repr=False)
 
     def engine(self, fence: Fence | None = None) -> Engine:

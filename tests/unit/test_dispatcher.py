@@ -24,6 +24,7 @@ from workers.engine.recent_reads import RecentReads
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Priority, Ticket
+from workers.queue.lag import ScheduleLag
 from workers.queue.memory import MemoryQueue
 
 KEYS = [ObjectKey("ns", f"app-{n}", f"uid-{n}") for n in range(5)]
@@ -321,6 +322,7 @@ def _process_runtime() -> SimpleNamespace:
         cluster=SimpleNamespace(api_client=None),
         settings=OperatorSettings(operator_namespace="hikyo-system"),
         recent_reads=RecentReads(FakeClock()),
+        schedule_lag=ScheduleLag(FakeClock()),
     )
 
 
@@ -366,6 +368,22 @@ def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch
         _wait(lambda: runtime.hand_report(keys[-1]), "a thread free again")
     finally:
         release.set()
+        process.stop()
+
+
+def test_the_leader_notes_how_late_its_queue_hands_out_keys():
+    """workers/queue/lag.py: the reconcile queue's takes feed the runtime's schedule lag,
+    which an embedded run reads to decide whether a heartbeat rides on it."""
+    runtime = _process_runtime()
+    clock = FakeClock()
+    runtime.queue = MemoryQueue(clock)
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    try:
+        runtime.queue.schedule(KEYS[0], delay=10.0, priority=Priority.RESYNC)
+        clock.advance(10 + 95)
+        assert [t.key for t in runtime.queue.take_due()] == [KEYS[0]]
+        assert runtime.schedule_lag.seconds() == 95.0
+    finally:
         process.stop()
 
 

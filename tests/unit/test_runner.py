@@ -299,6 +299,26 @@ def test_a_heartbeat_due_before_the_next_resync_rides_on_the_run_s_reads(
         assert tickets == [] and h.reports.due_in(KEY) == heartbeat_in
 
 
+@pytest.mark.parametrize(("lag", "rides"), [(0.0, False), (150.0, False), (170.0, True)])
+def test_while_due_keys_back_up_a_heartbeat_due_before_the_late_next_run_rides(
+    monkeypatch, lag, rides
+):
+    """When keys run late (the leader's queue noted waits of ``lag`` s), the next run comes
+    that much after the resync: a heartbeat due in 200 s with a 30 s resync (33 s with its
+    jitter) rides once the next run cannot come before it, instead of going alone later."""
+    h = Harness(monkeypatch)
+    h.reports = h.runtime.reports = MemoryQueue(FakeClock())
+    h.reports.schedule(KEY, delay=200.0, priority=Priority.NORMAL)
+    h.runtime.schedule_lag.note(lag)
+    h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=30.0, reads_kept=True))
+    h.run()
+    tickets = h.reports.take_due()
+    if rides:
+        assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
+    else:
+        assert tickets == [] and h.reports.due_in(KEY) == 200.0
+
+
 @pytest.mark.parametrize("threads_free", [True, False])
 @pytest.mark.parametrize("status_written", [True, False])
 def test_embedded_hands_a_run_s_report_straight_to_the_report_threads(

@@ -42,9 +42,9 @@ def heartbeat_period(resync_seconds: float) -> float:
 def heartbeat_rides(due_in: float | None, next_run_within: float) -> bool:
     """S7.4 with S7.1 rev 3: a CR's heartbeat that falls due before its next reconcile can
     have come (``next_run_within`` seconds) goes now, on the reads the run just made, instead
-    of alone later with two apiserver reads of its own. At most that much early, so reports
-    stay about one per P. ``due_in``: seconds until the heartbeat is due (None: no report is
-    waiting, e.g. one is in flight)."""
+    of alone later with two apiserver reads of its own. At most one run's interval early, so
+    a CR sends at most one heartbeat per run and at least one per P. ``due_in``: seconds until
+    the heartbeat is due (None: no report is waiting, e.g. one is in flight)."""
     return due_in is not None and due_in <= next_run_within
 
 
