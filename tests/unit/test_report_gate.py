@@ -21,12 +21,14 @@ def test_a_waiting_reconcile_holds_every_report():
     assert gate.held_since == 100.0
 
 
-def test_a_hold_past_the_limit_lets_one_report_at_a_time_go():
-    gate = ReportGate(hold_limit=60.0)
+def test_a_hold_past_the_limit_lets_one_report_a_second_go():
+    gate = ReportGate(hold_limit=60.0, release_every=1.0)
     gate.slots(2, True, 0.0)
     assert gate.slots(2, True, 60.0) == 1
-    assert gate.slots(1, True, 61.0) == 1
-    assert gate.slots(0, True, 62.0) == 0  # the one in flight: nothing more
+    assert gate.slots(2, True, 60.5) == 0  # a slot is free, but one went half a second ago
+    assert gate.slots(2, True, 61.0) == 1
+    assert gate.slots(0, True, 62.5) == 0  # no free slot: none goes, and none is spent
+    assert gate.slots(1, True, 62.6) == 1
 
 
 def test_a_break_in_the_backlog_starts_the_next_hold_afresh():
