@@ -18,6 +18,10 @@ from urllib3.util.retry import Retry
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 30.0
+# Idle connections kept per host. The library's default is 5 per CPU the node has: a process
+# whose threads (watches, reconciles, reports, the Lease) outnumber that closes the extra
+# connections after each request and opens new TLS ones for the next.
+CONNECTION_POOL_SIZE = 32
 FIELD_MANAGER = "hikyo-operator"
 
 
@@ -87,6 +91,7 @@ def bounded(api: client.ApiClient, connect_timeout: float, read_timeout: float) 
     rest.pool_manager.connection_pool_kw["retries"] = Retry(
         total=2, connect=2, read=0, status=0, redirect=False
     )
+    rest.pool_manager.connection_pool_kw["maxsize"] = CONNECTION_POOL_SIZE
     rest.pool_manager.clear()
     send = rest.request
 

@@ -46,7 +46,10 @@ log = logging.getLogger(__name__)
 
 # The workload watches, by the slim client's method name, with the kind each one feeds.
 WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemon_set": DAEMON_SET}
-EMBEDDED_WORKERS = 4  # distinct CRs reconciled at once (the reference operator's number)
+# Distinct CRs reconciled at once (S4.1.4; the reference operator runs 4). A run mostly waits
+# on the apiserver and the instance, so 8 keep one process busy: P9 at 20,000 ran 92 unchanged
+# resyncs a second with 4, 111 with 8 (docs/performance.md).
+EMBEDDED_WORKERS = 8
 EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
 # Reports a finished run hands straight to those threads may wait this many deep for one:
 # a few POSTs' time, well inside the 30 s its reads stay fresh (S7.1 rev 3).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from kubernetes import config
+from kubernetes import client, config
 
 from k8s import client as k8s_client
 from tests.support.processes import free_port
@@ -51,3 +51,14 @@ def test_a_celery_worker_without_a_usable_kubeconfig_stops_at_its_start(tmp_path
         " (ParserError)"
     )
     assert "Traceback" not in output and "tok-5be1d" not in output
+
+
+def test_a_bounded_client_keeps_a_connection_for_every_thread_of_a_process():
+    """k8s/client.py: whatever the node's CPU count makes the library's default, the pool keeps
+    CONNECTION_POOL_SIZE idle connections, more than a process's watches, reconcile and report
+    threads and Lease use at once, so none is closed only to be opened again."""
+    configuration = client.Configuration()
+    configuration.connection_pool_maxsize = 2
+    api = k8s_client.bounded(client.ApiClient(configuration), 1.0, 1.0)
+    pool = api.rest_client.pool_manager.connection_from_host("127.0.0.1", 6443, "https")
+    assert pool.pool.maxsize == k8s_client.CONNECTION_POOL_SIZE == 32
