@@ -23,6 +23,7 @@ from tests.support.watch_fakes import FakeWatcher, instance_object
 from workers.engine.errors import InvalidBaseUrl
 from workers.engine.ports import DEPLOYMENT
 from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
+from workers.queue.lag import ScheduleLag
 from workers.queue.memory import MemoryQueue
 from workers.queue.published import PublishedStore
 from workers.queue.redis import RedisQueue
@@ -248,6 +249,7 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
         reports=MemoryQueue(),
         settings=settings,
         cluster=SimpleNamespace(api_client=None, watched=None),
+        schedule_lag=ScheduleLag(),
     )
     process = operator_process.OperatorProcess(
         runtime, send_task=lambda ticket: None, leader_election=False
