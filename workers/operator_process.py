@@ -458,18 +458,11 @@ class OperatorProcess:
 
     def _hand_report(self, key: ObjectKey) -> bool:
         """Embedded: a run's report straight onto the report threads (Runtime.hand_report)."""
-        assert self._report_pool is not None
         with self._in_flight_lock:
             if self._reports_in_flight >= EMBEDDED_REPORTERS + HANDED_REPORTS_WAITING:
                 return False
             self._reports_in_flight += 1
-        try:
-            future = self._report_pool.submit(run_report, self.runtime, key)
-        except RuntimeError:  # stopping: the pool is shut down
-            self._report_done(None)
-            return False
-        future.add_done_callback(self._report_done)
-        return True
+        return self._start_report(key)
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
@@ -477,8 +470,18 @@ class OperatorProcess:
         elif self._report_pool is not None:
             with self._in_flight_lock:
                 self._reports_in_flight += 1
-            future = self._report_pool.submit(run_report, self.runtime, ticket.key)
-            future.add_done_callback(self._report_done)
+            self._start_report(ticket.key)
+
+    def _start_report(self, key: ObjectKey) -> bool:
+        """Embedded: one report, already counted in flight, onto the report threads."""
+        assert self._report_pool is not None
+        try:
+            future = self._report_pool.submit(run_report, self.runtime, key)
+        except RuntimeError:  # stopping: the pool is shut down
+            self._report_done(None)
+            return False
+        future.add_done_callback(self._report_done)
+        return True
 
     def _waiting(self) -> str:
         """How many keys the S8.7 hold keeps waiting, for /readyz; a store error never fails it."""
