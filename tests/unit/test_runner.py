@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from workers import runner
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import SecretObject
 from workers.engine.reconcile import RunResult
+from workers.engine.reports import RIDE_MARGIN_SECONDS
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Lock, Priority
@@ -302,6 +304,33 @@ def _assert_rode(h: Harness, rides: bool, heartbeat_in: float) -> None:
         assert [(t.key, t.priority) for t in tickets] == [(KEY, Priority.FIRST)]
     else:
         assert tickets == [] and h.reports.due_in(KEY) == heartbeat_in
+
+
+class HighestDraw(random.Random):
+    """The jitter's high end every time: a 300 s resync comes 330 s later unless cut."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@pytest.mark.parametrize(
+    ("heartbeat_in", "next_run_in"),
+    [(100.0, 300.0 - RIDE_MARGIN_SECONDS), (331.0, 330.0)],
+)
+def test_a_run_whose_report_goes_comes_again_before_the_heartbeat_it_sets(
+    monkeypatch, heartbeat_in, next_run_in
+):
+    """S7.4 with S4.1.3 (a 5-minute resync, so P = the resync): the report sent with this run
+    makes the next heartbeat due P later, so the next run is due before that, not at a draw
+    of up to 1.1 x resync that would leave the heartbeat to go alone with its own reads. A
+    run that sent no report keeps its draw."""
+    h = Harness(monkeypatch)
+    h.queue = h.runtime.queue = MemoryQueue(rng=HighestDraw(0))  # type: ignore[assignment]
+    h.reports = h.runtime.reports = MemoryQueue(FakeClock())
+    h.reports.schedule(KEY, delay=heartbeat_in, priority=Priority.NORMAL)
+    h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=300.0, reads_kept=True))
+    h.run()
+    assert h.queue.due_in(KEY) == pytest.approx(next_run_in, abs=0.5)
 
 
 @pytest.mark.parametrize(("lag", "rides"), [(0.0, False), (150.0, False), (170.0, True)])

@@ -17,6 +17,8 @@ STATUS_REPORT = "status-report"
 CAPABILITY_TTL = 24 * 3600.0  # S7.2
 PAUSE_SECONDS = 3600.0  # S7.5
 MIN_PERIOD, MAX_PERIOD = 300.0, 24 * 3600.0  # S7.4
+# A run due this long before the heartbeat it should carry has time to be taken and to end.
+RIDE_MARGIN_SECONDS = 5.0
 
 
 def remember_capabilities(store: CoordinationStore, instance_uid: str, delivery: Delivery) -> None:
@@ -46,6 +48,19 @@ def heartbeat_rides(due_in: float | None, next_run_within: float) -> bool:
     a CR sends at most one heartbeat per run and at least one per P. ``due_in``: seconds until
     the heartbeat is due (None: no report is waiting, e.g. one is in flight)."""
     return due_in is not None and due_in <= next_run_within
+
+
+def run_before_heartbeat(resync_seconds: float, lag_seconds: float = 0.0) -> float:
+    """The latest a CR's next run should come after a report that goes now (S7.4, S7.1 rev 3).
+
+    That report makes the next heartbeat due P later. Where P is no longer than the resync
+    (resyncInterval of 5 min or more, the default included), S4.1.3's jitter puts about half the
+    next runs after it, and that heartbeat goes alone, reading the CR and its credential again
+    (P2 at 20,000: 5.8 apiserver requests per fetch, not 4). A run due by this time carries it:
+    P less the time for the run to be taken (``lag_seconds``, the queue's lateness) and to end.
+    The queue still never draws less than the jitter's low end (``queue.base.next_timer``).
+    """
+    return heartbeat_period(resync_seconds) - RIDE_MARGIN_SECONDS - lag_seconds
 
 
 def report_body(cr: dict[str, Any], cluster_id: str) -> dict[str, Any] | None:

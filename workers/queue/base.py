@@ -105,16 +105,22 @@ def next_timer(
     delay: float | None,
     resync_seconds: float,
     rng: random.Random,
+    resync_at_most: float | None = None,
 ) -> Timer | None:
     """S4.1.3: the timer one run's outcome asks for; None means no timer (``Requeue.NONE``).
 
-    RESYNC resets the failure count; BACKOFF adds one and waits per ``backoff_delay``; AFTER waits
-    ``delay`` and keeps the count (a first 404 or a 429 is not a failure step, S4.10.0, S4.1.6);
-    NONE forgets the count (controller-runtime: success => Forget).
+    RESYNC resets the failure count and draws its delay in the jitter's range; ``resync_at_most``
+    cuts that draw, never below the range's low end (a heartbeat the next run should carry,
+    ``engine.reports.run_before_heartbeat``). BACKOFF adds one and waits per ``backoff_delay``;
+    AFTER waits ``delay`` and keeps the count (a first 404 or a 429 is not a failure step,
+    S4.10.0, S4.1.6); NONE forgets the count (controller-runtime: success => Forget).
     """
     if requeue is Requeue.RESYNC:
         low, high = RESYNC_JITTER
-        return Timer(resync_seconds * rng.uniform(low, high), Priority.RESYNC, 0)
+        delay = resync_seconds * rng.uniform(low, high)
+        if resync_at_most is not None:
+            delay = min(delay, max(resync_at_most, resync_seconds * low))
+        return Timer(delay, Priority.RESYNC, 0)
     if requeue is Requeue.BACKOFF:
         return Timer(backoff_delay(failures + 1, rng), Priority.NORMAL, failures + 1)
     if requeue is Requeue.AFTER:
@@ -244,8 +250,10 @@ class KeyedQueue(CoordinationStore, Protocol):
         delay: float | None = None,
         resync_seconds: float = 300.0,
         forced_full_next: bool = False,
+        resync_at_most: float | None = None,
     ) -> float | None:
-        """Release the lock and schedule the next run (S4.1.3); seconds until it, or None."""
+        """Release the lock and schedule the next run (S4.1.3, ``next_timer``); seconds until
+        it, or None."""
         ...
 
     def forget(self, key: ObjectKey) -> None:

@@ -563,6 +563,7 @@ class RedisQueue(KeyedQueue):
         delay: float | None = None,
         resync_seconds: float = 300.0,
         forced_full_next: bool = False,
+        resync_at_most: float | None = None,
     ) -> float | None:
         """S4.1.3: release the lock and set the next due time (see ``base.next_timer``).
 
@@ -579,7 +580,12 @@ class RedisQueue(KeyedQueue):
             failures = self.failures(lock.key) if counted else 0
             now = self._clock()
             timer = next_timer(
-                requeue, failures, delay=delay, resync_seconds=resync_seconds, rng=self._rng
+                requeue,
+                failures,
+                delay=delay,
+                resync_seconds=resync_seconds,
+                rng=self._rng,
+                resync_at_most=resync_at_most,
             )
             after = -1 if requeue is Requeue.AFTER else (timer.failures if timer else 0)
             reply = self._finish(
