@@ -81,6 +81,11 @@ def measure_period(
             "apiserver_writes_total": sum(writes(delta).values()),
             "lease_writes": lease_writes(delta),
             "apiserver_requests_total": sum(n for (_, res), n in delta.items() if res != "leases"),
+            "apiserver_requests": {
+                f"{verb} {resource}": n
+                for (verb, resource), n in sorted(delta.items())
+                if n > 0 and resource not in ("leases", "nonresource")
+            },
             "fetches": len(fetched),
         },
         fetched,

@@ -158,8 +158,9 @@ def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
         ],
         [
             where,
-            "apiserver requests in the window (all verbs, Leases apart)",
-            fmt_count(period["apiserver_requests_total"]),
+            "apiserver requests in the window (all verbs, Leases apart); per fetch, by verb",
+            f"{fmt_count(period['apiserver_requests_total'])}; "
+            + per_fetch(period.get("apiserver_requests") or {}, period["fetches"]),
             "—",
             "—",
         ],
@@ -172,12 +173,27 @@ def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
         ],
         [
             where,
+            "status reports answered per CR in one resync period (heartbeats, S7.4)",
+            fmt_count(p2.get("reports_per_cr_per_period")),
+            "—",
+            "—",
+        ],
+        [
+            where,
             "CRs not fetched in the window",
             f"{fmt_count(p2['crs_not_fetched'])} of {n:,}",
             "0",
             "—",
         ],
     ]
+
+
+def per_fetch(requests: dict[str, int], fetches: int) -> str:
+    """``4.02 per fetch: GET secrets 2.01, ...``, the largest first."""
+    if not fetches:
+        return "no fetch"
+    parts = ", ".join(f"{name} {share:g}" for name, share in per_cr(requests, fetches).items())
+    return f"{sum(requests.values()) / fetches:.2f} per fetch: {parts or 'none'}"
 
 
 def p3_rows(p3: dict[str, Any]) -> list[list[str]]:

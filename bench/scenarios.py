@@ -440,16 +440,17 @@ def settle(side: Side, period: float, limit: float | None = None) -> tuple[float
 def p2_period(side: Side, period: float) -> dict[str, Any]:
     """One idle window of resyncInterval times 1.1, the jitter's upper bound (S4.16), so that an
     operator holding the interval runs every CR in it at least once: apiserver writes and
-    requests, delivery fetches (also scaled to one period), and the CRs with no reconcile run
-    ending inside it (the runner's run lines)."""
+    requests, delivery fetches and status reports (also scaled to one period), and the CRs with
+    no reconcile run ending inside it (the runner's run lines)."""
     assert side.tracker is not None
     window = period * JITTER_MAX
     uids = side.tracker.uids()
-    window_start, started = time.time(), time.monotonic()
+    window_start, started, seen = time.time(), time.monotonic(), len(side.hikyo.requests)
     measured, fetched = measure_period(
         side.api, side.hikyo, window, lambda r: r.method == "GET" and r.path.endswith("/delivery")
     )
     window_end = time.time()
+    reports = reports_answered(side.hikyo, seen)
     # a WATCH of the bench's tracker that ended in the window is the bench's, not the operator's
     measured["apiserver_requests_total"] -= side.tracker.watches_ended_between(
         started, time.monotonic()
@@ -461,6 +462,7 @@ def p2_period(side: Side, period: float) -> dict[str, Any]:
         "period": measured,
         "fetches_per_cr": round(len(fetched) / side.n, 2),
         "fetches_per_cr_per_period": round(len(fetched) / side.n * period / window, 2),
+        "reports_per_cr_per_period": round(reports / side.n * period / window, 2),
         "crs_not_fetched": len(uids - ran),
         "crs_run": len(uids & ran),
     }

@@ -125,11 +125,13 @@ def results() -> dict:
                     "apiserver_writes_total": 0,
                     "lease_writes": 15,
                     "apiserver_requests_total": 2797,
+                    "apiserver_requests": {"GET secrets": 620, "LIST hikyosecrets": 310},
                     "fetches": 310,
                 },
                 "resync_seconds": 30,
                 "fetches_per_cr": 0.34,
                 "fetches_per_cr_per_period": 0.31,
+                "reports_per_cr_per_period": 0.45,
                 "crs_not_fetched": 692,
             },
             "p3": {
@@ -217,6 +219,10 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     assert writes[0] == "0 (none); Lease writes 15"
     per_period = next(v for k, v in by_figure.items() if k[0] == p2 and "per resync" in k[1])
     assert per_period == ["0.31", "1 (every CR once)", "0.31\u00d7"]
+    requests = next(v for k, v in by_figure.items() if k[0] == p2 and "per fetch" in k[1])
+    assert requests[0] == "2,797; 3.00 per fetch: GET secrets 2, LIST hikyosecrets 1"
+    reports = next(v for k, v in by_figure.items() if k[0] == p2 and "status reports" in k[1])
+    assert reports[0] == "0.45"
     value = by_figure[("P3 N = 1,000", "value → Secret, p50 / p99 of 30 CRs")]
     assert value == ["20.0 s / 66.0 s", "resync \u00d7 1.1 = 33.0 s", "p99 2.00\u00d7"]
     p4 = by_figure[("P4 N = 1,000", "VmHWM per process, embedded (from P1)")]
