@@ -329,6 +329,13 @@ def p7_rows(p7: dict[str, Any]) -> list[list[str]]:
         [where, "Lease requests per CR", fmt_count(p7.get("lease_per_cr")), "—", "—"],
         [
             where,
+            "CRs run more than once until all Ready",
+            fmt_count(p7.get("crs_run_again")),
+            "0",
+            "—",
+        ],
+        [
+            where,
             "apiserver requests per CR until every first status report was sent",
             fmt_count(p7.get("total_with_reports_per_cr")),
             "7.5 (issue 37)",

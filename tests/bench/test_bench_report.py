@@ -180,6 +180,7 @@ def results() -> dict:
                 "per_cr": {"GET secrets": 5.3, "POST secrets": 1.0, "GET namespaces": 0.0},
                 "total_per_cr": 13.6,
                 "lease_per_cr": 0.01,
+                "crs_run_again": 3,
             },
         },
         "notes": ["P2/P3: a remark of this run"],
@@ -255,6 +256,7 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     assert p7[2] == "6.80\u00d7"
     by_verb = by_figure[("P7 N = 1,000", "by verb and resource, per CR")]
     assert by_verb[0] == "GET secrets 5.3, POST secrets 1, GET namespaces <0.01"
+    assert by_figure[("P7 N = 1,000", "CRs run more than once until all Ready")][0] == "3"
 
 
 def test_render_lists_the_wall_times_notes_and_settings():
@@ -293,6 +295,15 @@ def test_overlapping_counts_only_runs_of_one_cr_that_overlap():
     runs = [("a", 0.0, 2.0), ("a", 2.0, 3.0), ("b", 0.0, 5.0), ("a", 2.5, 4.0), ("b", 6.0, 7.0)]
     assert overlapping(runs) == 1  # a's third run began before its second ended
     assert overlapping([("a", 0.0, 1.0), ("b", 0.5, 1.5)]) == 0  # two CRs may run together
+
+
+def test_runs_again_by_counts_crs_with_a_second_run_ended_by_then():
+    from bench.scenarios import runs_again_by
+
+    runs = [("a", 0.0, 1.0, "Ok"), ("a", 1.0, 2.0, "Ok"), ("b", 0.0, 1.0, "Ok")]
+    runs += [("b", 5.0, 6.0, "Ok"), ("c", 0.0, 1.0, "Ok")]
+    assert runs_again_by(runs, until=2.0) == 1  # b's second run ended after the cut
+    assert runs_again_by(runs, until=6.0) == 2
 
 
 def test_p8_rows_say_whether_the_takeover_kept_every_run_apart_and_every_cr_ready():
