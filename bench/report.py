@@ -189,11 +189,13 @@ def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
 
 
 def per_fetch(requests: dict[str, int], fetches: int) -> str:
-    """``4.02 per fetch: GET secrets 2.01, ...``, the largest first."""
+    """``4.02 per fetch: GET secrets 2.01, ...``, the largest first. WATCHes are long-lived
+    streams, not requests a fetch makes, and a share under 0.01 is left out as noise."""
     if not fetches:
         return "no fetch"
-    parts = ", ".join(f"{name} {share:g}" for name, share in per_cr(requests, fetches).items())
-    return f"{sum(requests.values()) / fetches:.2f} per fetch: {parts or 'none'}"
+    made = {name: n for name, n in requests.items() if not name.startswith("WATCH")}
+    parts = ", ".join(f"{name} {share:g}" for name, share in per_cr(made, fetches).items() if share)
+    return f"{sum(made.values()) / fetches:.2f} per fetch: {parts or 'none'}"
 
 
 def p3_rows(p3: dict[str, Any]) -> list[list[str]]:

@@ -462,7 +462,7 @@ class OperatorProcess:
             if self._reports_in_flight >= EMBEDDED_REPORTERS + HANDED_REPORTS_WAITING:
                 return False
             self._reports_in_flight += 1
-        return self._start_report(key)
+        return self._start_report(key, handed=True)
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
@@ -472,11 +472,11 @@ class OperatorProcess:
                 self._reports_in_flight += 1
             self._start_report(ticket.key)
 
-    def _start_report(self, key: ObjectKey) -> bool:
+    def _start_report(self, key: ObjectKey, handed: bool = False) -> bool:
         """Embedded: one report, already counted in flight, onto the report threads."""
         assert self._report_pool is not None
         try:
-            future = self._report_pool.submit(run_report, self.runtime, key)
+            future = self._report_pool.submit(run_report, self.runtime, key, handed=handed)
         except RuntimeError:  # stopping: the pool is shut down
             self._report_done(None)
             return False

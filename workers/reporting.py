@@ -59,10 +59,19 @@ class ReportAttempt:
 
 
 def run_report(
-    runtime: Runtime, key: ObjectKey, *, dispatched_only: bool = False
+    runtime: Runtime, key: ObjectKey, *, dispatched_only: bool = False, handed: bool = False
 ) -> ReportAttempt | None:
+    """``handed``: a reconcile handed this report over with its reads (Runtime.hand_report),
+    outside the queue; it stands for the CR's waiting heartbeat, which its finish moves to P
+    later (``KeyedQueue.begin``'s ``claim_waiting``)."""
     queue = runtime.reports
-    lock = queue.begin(key, runtime.identity, ttl=REPORT_LOCK_TTL, dispatched_only=dispatched_only)
+    lock = queue.begin(
+        key,
+        runtime.identity,
+        ttl=REPORT_LOCK_TTL,
+        dispatched_only=dispatched_only,
+        claim_waiting=handed,
+    )
     if lock is None:
         # One in flight: this trigger coalesces into its follow-up. Or (dispatched_only) a
         # broker message's second copy, whose first copy has sent the report.

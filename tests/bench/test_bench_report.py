@@ -125,7 +125,9 @@ def results() -> dict:
                     "apiserver_writes_total": 0,
                     "lease_writes": 15,
                     "apiserver_requests_total": 2797,
-                    "apiserver_requests": {"GET secrets": 620, "LIST hikyosecrets": 310},
+                    "apiserver_requests": {
+                        "GET secrets": 620, "LIST hikyosecrets": 310, "WATCH pods": 3
+                    },
                     "fetches": 310,
                 },
                 "resync_seconds": 30,

@@ -223,6 +223,38 @@ class KeyedQueueContract:
         queue.schedule(APP, delay=1, only_if_unscheduled=True)  # in flight: no-op
         assert queue.finish(lock, Requeue.RESYNC, resync_seconds=300) == pytest.approx(5)
 
+    @pytest.mark.parametrize("claim", [True, False])
+    def test_a_run_begun_outside_take_due_may_claim_the_waiting_entry(
+        self, queue: KeyedQueue, claim: bool
+    ):
+        """A report a reconcile hands over (``claim_waiting``) stands for the heartbeat that
+        waits: its finish sets the next due time. Unclaimed, the earlier entry still wins."""
+        queue.schedule(APP, delay=5, priority=Priority.NORMAL)
+        lock = queue.begin(APP, "worker-1", claim_waiting=claim)
+        assert lock is not None
+        assert queue.due_in(APP) == (None if claim else pytest.approx(5))
+        assert queue.take_due() == []
+        queue.finish(lock, Requeue.AFTER, delay=300)
+        assert queue.due_in(APP) == pytest.approx(300 if claim else 5)
+
+    def test_a_claiming_run_still_runs_once_more_for_a_trigger_during_it(self, queue: KeyedQueue):
+        queue.schedule(APP, delay=5, priority=Priority.NORMAL)
+        lock = queue.begin(APP, "worker-1", claim_waiting=True)
+        assert lock is not None
+        queue.add(APP, priority=Priority.FIRST)  # a status write while the report runs
+        queue.finish(lock, Requeue.AFTER, delay=300)
+        [ticket] = queue.take_due()
+        assert (ticket.key, ticket.priority) == (APP, Priority.FIRST)
+
+    def test_a_refused_claim_leaves_the_waiting_entry(self, queue: KeyedQueue):
+        queue.schedule(APP, delay=5, priority=Priority.NORMAL)
+        first = queue.begin(APP, "worker-1")  # begun outside take_due, claiming nothing
+        assert first is not None
+        assert queue.begin(APP, "worker-2", claim_waiting=True) is None
+        assert queue.due_in(APP) == pytest.approx(5)
+        queue.finish(first, Requeue.AFTER, delay=300)
+        assert queue.due_in(APP) == pytest.approx(0)  # dirty from the refused begin: at once
+
     def test_second_owner_is_refused_and_key_runs_again_after(self, queue: KeyedQueue):
         """S4.1.4: one reconcile per key at a time; a refused start marks the key dirty."""
         queue.add(APP)

@@ -332,7 +332,8 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
     release = threading.Event()
     started: list[ObjectKey] = []
 
-    def blocking_report(runtime: Any, key: ObjectKey) -> None:
+    def blocking_report(runtime: Any, key: ObjectKey, handed: bool = False) -> None:
+        assert not handed  # taken from the queue: nothing else waits for the key
         started.append(key)
         release.wait(10)
 
@@ -354,9 +355,16 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
 
 def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch):
     """Runtime.hand_report: a run's report goes onto the report threads at once, up to the
-    threads plus HANDED_REPORTS_WAITING waiting for one; beyond that the run is told no."""
+    threads plus HANDED_REPORTS_WAITING waiting for one; beyond that the run is told no. Each
+    goes as a handed report, which stands for the CR's waiting heartbeat (run_report)."""
     release = threading.Event()
-    monkeypatch.setattr(operator_process, "run_report", lambda runtime, key: release.wait(10))
+    handed_flags: list[bool] = []
+
+    def blocking_report(runtime: Any, key: ObjectKey, handed: bool = False) -> None:
+        handed_flags.append(handed)
+        release.wait(10)
+
+    monkeypatch.setattr(operator_process, "run_report", blocking_report)
     runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     depth = operator_process.EMBEDDED_REPORTERS + operator_process.HANDED_REPORTS_WAITING
@@ -366,6 +374,8 @@ def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch
         assert process._report_capacity() == 0  # the queue's reports wait for those
         release.set()
         _wait(lambda: runtime.hand_report(keys[-1]), "a thread free again")
+        _wait(lambda: len(handed_flags) == depth + 1, "every handed report run")
+        assert all(handed_flags)
     finally:
         release.set()
         process.stop()

@@ -9,9 +9,13 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from tests.support.counting_store import NoteReadCountingQueue
 from tests.unit.decide_fixtures import INSTANCE_UID, SETTINGS, cr, instance
+from workers.engine.reports import heartbeat_period
 from workers.keys import ObjectKey
+from workers.queue.base import Priority
 from workers.queue.memory import MemoryQueue
 from workers.reporting import CLUSTER_ID_NOTE, _attempt, run_report
 from workers.runtime import Runtime
@@ -135,3 +139,18 @@ def test_a_second_copy_of_a_report_message_reads_nothing():
     run_report(runtime, key, dispatched_only=True)  # the later copy
     assert cluster.reads["hikyosecret"] == 1
     assert runtime.reports.take_due() == []  # nothing marked
+
+
+def test_a_handed_report_stands_for_the_waiting_heartbeat():
+    """S7.4 with S7.1 rev 3: a report a reconcile hands over (embedded, with its reads) goes
+    in place of the CR's heartbeat due in 5 s; its finish sets the next one a period later.
+    Before, the earlier due time won the merge and that heartbeat went alone 5 s later,
+    reading the CR and its credential again: two reports per period, not one."""
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    runtime = _runtime(cluster, Clock())
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    runtime.reports.schedule(key, delay=5.0, priority=Priority.NORMAL)
+    run_report(runtime, key, handed=True)
+    assert cluster.reads["hikyosecret"] == 1
+    assert runtime.reports.due_in(key) == pytest.approx(heartbeat_period(300.0), abs=1.0)

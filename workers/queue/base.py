@@ -224,8 +224,14 @@ class KeyedQueue(CoordinationStore, Protocol):
         ttl: float = DEFAULT_LOCK_TTL,
         *,
         dispatched_only: bool = False,
+        claim_waiting: bool = False,
     ) -> Lock | None:
         """Take the per-key lock (S4.1.4); None (and the key marked dirty) if another holds it.
+
+        ``claim_waiting``: a run begun outside ``take_due`` (a status report a reconcile hands
+        over with its reads, S7.1 rev 3) stands for the key's waiting entry, which it takes as
+        ``take_due`` would: its finish then sets the next due time, where otherwise the earlier
+        one that waited would win and run again (a heartbeat sent twice).
 
         ``dispatched_only`` (a broker message): None, and nothing marked, unless the key is
         handed out now and free. A message that waited in the broker past the stale check

@@ -203,6 +203,7 @@ class MemoryQueue(KeyedQueue):
         ttl: float = DEFAULT_LOCK_TTL,
         *,
         dispatched_only: bool = False,
+        claim_waiting: bool = False,
     ) -> Lock | None:
         """Take the key's lock; if another run holds it, mark the key dirty and return None."""
         if ttl <= 0:
@@ -220,6 +221,8 @@ class MemoryQueue(KeyedQueue):
                 return None
             token = str(next(self._tokens))
             self._locks[key] = _Held(owner, token, now + ttl)
+            if claim_waiting:
+                self._waiting.pop(key, None)  # its heap entry is skipped later (seq mismatch)
             return Lock(key, owner, token)
 
     def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:

@@ -205,7 +205,8 @@ end
 return count
 """
 
-# ARGV: prefix, member, owner, ttl ms, dispatched only ('1'), due again at (sharded only)
+# ARGV: prefix, member, owner, ttl ms, dispatched only ('1'), due again at (sharded only),
+#       claim the waiting entry ('1')
 _BEGIN = """
 local m, owner, ttl = ARGV[2], ARGV[3], ARGV[4]
 local lk = lock_key(m)
@@ -231,6 +232,15 @@ end
 local token = redis.call('INCR', G .. ':fence')
 redis.call('SET', lk, token .. ' ' .. owner, 'PX', ttl)
 if G ~= P then redis.call('HSET', state_key(m), 'run', token .. ' ' .. owner) end
+if ARGV[7] == '1' then
+  -- The run stands for the waiting entry (claim_waiting): take it as take_due would.
+  local s = state_key(m)
+  local cur = redis.call('HGET', s, 'prio')
+  if cur then
+    redis.call('ZREM', due_key(cur), m)
+    redis.call('HDEL', s, 'prio', 'forced')
+  end
+end
 return tostring(token)
 """
 
@@ -530,15 +540,17 @@ class RedisQueue(KeyedQueue):
         ttl: float = DEFAULT_LOCK_TTL,
         *,
         dispatched_only: bool = False,
+        claim_waiting: bool = False,
     ) -> Lock | None:
         """SET NX PX: the lock expires on the server even if this process dies mid-run."""
         if ttl <= 0:
             raise ValueError("lock ttl must be positive")
         only = "1" if dispatched_only else "0"
+        claim = "1" if claim_waiting else "0"
         again_at = self._clock() + BUSY_ELSEWHERE_RETRY_SECONDS
         token = self._begin(
             keys=self._shared,
-            args=[self._scheduling, member(key), owner, _millis(ttl), only, again_at],
+            args=[self._scheduling, member(key), owner, _millis(ttl), only, again_at, claim],
         )
         return None if token is None else Lock(key, owner, _text(token))
 
