@@ -237,6 +237,19 @@ class KeyedQueueContract:
         queue.finish(lock, Requeue.AFTER, delay=300)
         assert queue.due_in(APP) == pytest.approx(300 if claim else 5)
 
+    def test_a_claimed_entry_whose_run_dies_is_due_again_after_the_stale_check(
+        self, queue: KeyedQueue, clock: FakeClock
+    ):
+        """S8.4: the claim hands the key out; a reporter that dies before its finish leaves it
+        to the stale check, as a lost dispatch, not lost from the queue."""
+        queue.schedule(APP, delay=5, priority=Priority.NORMAL)
+        lock = queue.begin(APP, "worker-1", ttl=SHORT_TTL, claim_waiting=True)
+        assert lock is not None and queue.dispatched_count() == 1
+        self.expire_lock(queue, clock, lock)
+        clock.advance(200)
+        assert queue.redispatch_stale(older_than=150) == 1
+        assert queue.take_due() == [Ticket(APP, forced_full=False, priority=Priority.NORMAL)]
+
     def test_a_claiming_run_still_runs_once_more_for_a_trigger_during_it(self, queue: KeyedQueue):
         queue.schedule(APP, delay=5, priority=Priority.NORMAL)
         lock = queue.begin(APP, "worker-1", claim_waiting=True)

@@ -230,8 +230,9 @@ class KeyedQueue(CoordinationStore, Protocol):
 
         ``claim_waiting``: a run begun outside ``take_due`` (a status report a reconcile hands
         over with its reads, S7.1 rev 3) stands for the key's waiting entry, which it takes as
-        ``take_due`` would: its finish then sets the next due time, where otherwise the earlier
-        one that waited would win and run again (a heartbeat sent twice).
+        ``take_due`` would, handed out: its finish then sets the next due time, where otherwise
+        the earlier one that waited would win and run again (a heartbeat sent twice), and a run
+        that dies leaves the key to the stale check (S8.4), not lost.
 
         ``dispatched_only`` (a broker message): None, and nothing marked, unless the key is
         handed out now and free. A message that waited in the broker past the stale check

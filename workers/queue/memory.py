@@ -221,8 +221,9 @@ class MemoryQueue(KeyedQueue):
                 return None
             token = str(next(self._tokens))
             self._locks[key] = _Held(owner, token, now + ttl)
-            if claim_waiting:
-                self._waiting.pop(key, None)  # its heap entry is skipped later (seq mismatch)
+            waiting = self._waiting.pop(key, None) if claim_waiting else None
+            if waiting is not None:  # taken as take_due takes it; its heap entry is now stale
+                self._dispatched[key] = _Dispatched(now, waiting.priority, waiting.forced)
             return Lock(key, owner, token)
 
     def renew(self, lock: Lock, ttl: float = DEFAULT_LOCK_TTL) -> bool:

@@ -206,7 +206,7 @@ return count
 """
 
 # ARGV: prefix, member, owner, ttl ms, dispatched only ('1'), due again at (sharded only),
-#       claim the waiting entry ('1')
+#       claim the waiting entry ('1'), now
 _BEGIN = """
 local m, owner, ttl = ARGV[2], ARGV[3], ARGV[4]
 local lk = lock_key(m)
@@ -233,12 +233,15 @@ local token = redis.call('INCR', G .. ':fence')
 redis.call('SET', lk, token .. ' ' .. owner, 'PX', ttl)
 if G ~= P then redis.call('HSET', state_key(m), 'run', token .. ' ' .. owner) end
 if ARGV[7] == '1' then
-  -- The run stands for the waiting entry (claim_waiting): take it as take_due would.
+  -- The run stands for the waiting entry (claim_waiting): taken as take_due takes it.
   local s = state_key(m)
   local cur = redis.call('HGET', s, 'prio')
   if cur then
+    local forced = redis.call('HGET', s, 'forced') or '0'
     redis.call('ZREM', due_key(cur), m)
     redis.call('HDEL', s, 'prio', 'forced')
+    redis.call('HSET', s, 'dprio', cur, 'dforced', forced)
+    redis.call('ZADD', P .. ':dispatched', ARGV[8], m)
   end
 end
 return tostring(token)
@@ -547,10 +550,11 @@ class RedisQueue(KeyedQueue):
             raise ValueError("lock ttl must be positive")
         only = "1" if dispatched_only else "0"
         claim = "1" if claim_waiting else "0"
-        again_at = self._clock() + BUSY_ELSEWHERE_RETRY_SECONDS
+        now = self._clock()
+        again_at = now + BUSY_ELSEWHERE_RETRY_SECONDS
         token = self._begin(
             keys=self._shared,
-            args=[self._scheduling, member(key), owner, _millis(ttl), only, again_at, claim],
+            args=[self._scheduling, member(key), owner, _millis(ttl), only, again_at, claim, now],
         )
         return None if token is None else Lock(key, owner, _text(token))
 
