@@ -33,7 +33,7 @@ from .keys import ObjectKey
 from .queue.base import Priority, Ticket
 from .queue.lag import LagObserver
 from .report_gate import ReportGate
-from .reporting import run_report
+from .report_threads import ReportThreads
 from .runner import RolloutEvaluations, run_reconcile, run_rollout_evaluation
 from .runtime import Runtime
 from .shards import layout_of, of_another_layout
@@ -50,10 +50,6 @@ WORKLOAD_KINDS = {"deployment": DEPLOYMENT, "stateful_set": STATEFUL_SET, "daemo
 # on the apiserver and the instance, so 8 keep one process busy: P9 at 20,000 ran 92 unchanged
 # resyncs a second with 4, 111 with 8 (docs/performance.md).
 EMBEDDED_WORKERS = 8
-EMBEDDED_REPORTERS = 2  # status reports sent at once, beside the reconciles (S7.4)
-# Reports a finished run hands straight to those threads may wait this many deep for one:
-# a few POSTs' time, well inside the 30 s its reads stay fresh (S7.1 rev 3).
-HANDED_REPORTS_WAITING = 8
 # Scaled mode: kombu's Redis transport keeps one list per priority step (0, 3, 6, 9) and a
 # worker pops them in that order. A reconcile task carries its ticket's priority, so a first
 # sync sent after resyncs still runs before them (S4.1.6) among the keys already in the broker;
@@ -165,15 +161,12 @@ class OperatorProcess:
         )
         self.send_report = send_report
         # Reports run beside reconciles, never in their way (S7.4).
-        self._report_pool = (
-            ThreadPoolExecutor(EMBEDDED_REPORTERS, thread_name_prefix="report")
-            if send_report is None
-            else None
+        self._report_threads = (
+            ReportThreads(on_done=self._report_done) if send_report is None else None
         )
-        self._reports_in_flight = 0
         self._report_gate = ReportGate()
-        if self._report_pool is not None:
-            runtime.hand_report = self._hand_report
+        if self._report_threads is not None:
+            runtime.hand_report = self._report_threads.hand
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -197,9 +190,10 @@ class OperatorProcess:
         self._follow()
         if self.elector is not None:
             self.elector.join(timeout=15)
-        for pool in (self._pool, self._report_pool):
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._report_threads is not None:
+            self._report_threads.shutdown()
 
     def is_leader(self) -> bool:
         return self._leading is not None and not self._leading.is_set()
@@ -440,48 +434,26 @@ class OperatorProcess:
         in the executor's own queue (a Future each: at thousands of CRs their heartbeats come
         due together) and count as dispatched all that time. Scaled: the reports' own window
         in the broker (workers/broker_window.py), behind the same gate."""
-        if self._report_pool is None:
+        if self._report_threads is None:
             slots = self._worker_slots.slots()
             free = self._worker_slots.window() - self.runtime.reports.dispatched_count()
         else:
-            with self._in_flight_lock:
-                free = EMBEDDED_REPORTERS - self._reports_in_flight
+            free = self._report_threads.free()
             slots = self._pool_size
         # S7.4 (workers/report_gate.py): reports yield to a backlog of reconciles, at least as
         # many due keys as reconcile slots (a cold start, a revision changing every CR), not to
         # the odd key of a steady resync load. Keys the S8.7 check holds wait for no slot.
-        # Embedded, the reports that have their run's reads at hand do not wait here: the run
-        # hands them to the report threads (``_hand_report``). Those left in the queue would
-        # read the CR and its credential again, so they wait for the backlog as any report.
+        # Reports that have their run's reads at hand do not wait here: the run hands them to
+        # its own process's report threads (``ReportThreads.hand``, workers too). Those left in
+        # the queue would read the CR and its credential again, so they wait for the backlog.
         waiting = not self._crd_problem() and self.runtime.queue.due_at_least(max(slots, 1))
         return self._report_gate.slots(free, waiting, time.monotonic())
-
-    def _hand_report(self, key: ObjectKey) -> bool:
-        """Embedded: a run's report straight onto the report threads (Runtime.hand_report)."""
-        with self._in_flight_lock:
-            if self._reports_in_flight >= EMBEDDED_REPORTERS + HANDED_REPORTS_WAITING:
-                return False
-            self._reports_in_flight += 1
-        return self._start_report(key, handed=True)
 
     def _submit_report(self, ticket: Ticket) -> None:
         if self.send_report is not None:
             self.send_report(ticket)
-        elif self._report_pool is not None:
-            with self._in_flight_lock:
-                self._reports_in_flight += 1
-            self._start_report(ticket.key)
-
-    def _start_report(self, key: ObjectKey, handed: bool = False) -> bool:
-        """Embedded: one report, already counted in flight, onto the report threads."""
-        assert self._report_pool is not None
-        try:
-            future = self._report_pool.submit(run_report, self.runtime, key, handed=handed)
-        except RuntimeError:  # stopping: the pool is shut down
-            self._report_done(None)
-            return False
-        future.add_done_callback(self._report_done)
-        return True
+        elif self._report_threads is not None:
+            self._report_threads.send(self.runtime, ticket.key)
 
     def _waiting(self) -> str:
         """How many keys the S8.7 hold keeps waiting, for /readyz; a store error never fails it."""
@@ -512,9 +484,7 @@ class OperatorProcess:
         else:
             run_rollout_evaluation(self.runtime, key)
 
-    def _report_done(self, _future: Any) -> None:
-        with self._in_flight_lock:
-            self._reports_in_flight -= 1
+    def _report_done(self) -> None:
         dispatcher = self.report_dispatcher
         if dispatcher is not None:
             dispatcher.wake()

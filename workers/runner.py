@@ -219,11 +219,11 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
 
 def _report_after(runtime: Runtime, key: ObjectKey, result: RunResult) -> bool:
     """S7.4: a report after every status write; and a heartbeat that would come due before
-    the CR's next run rides on this run's reads (S7.1 rev 3). Embedded, either goes at once
-    on a free report thread; otherwise a status write's report is queued first, and so is a
-    ride in a worker, while a ride that found the report threads busy leaves the heartbeat as
-    it was: the CR's next run may carry it, and it still comes due on its own. True when a
-    report goes now (handed over or queued first)."""
+    the CR's next run rides on this run's reads (S7.1 rev 3). Either goes at once on a free
+    report thread of this process; otherwise a status write's report is queued first, while a
+    ride that found the report threads busy leaves the heartbeat as it was: the CR's next run
+    may carry it, and it still comes due on its own. True when a report goes now (handed over
+    or queued first)."""
     written = result.status_written
     if not written:
         # The next run comes a resync later, and later still while due keys back up.
@@ -231,7 +231,7 @@ def _report_after(runtime: Runtime, key: ObjectKey, result: RunResult) -> bool:
         due_in = runtime.reports.due_in(key)
         if not (result.reads_kept and heartbeat_rides(due_in, next_run_within)):
             return False
-    if runtime.hand_report is not None and runtime.hand_report(key):
+    if runtime.hand_report is not None and runtime.hand_report(runtime, key):
         return True
     if written or runtime.hand_report is None:
         runtime.reports.add(key, priority=Priority.FIRST)

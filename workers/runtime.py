@@ -73,10 +73,10 @@ class Runtime:
     # This process's reuse windows (S6.3's stamp root, S7.1's reads), shared by every run.
     recent_root: RecentStampRoot = field(default_factory=lambda: RecentStampRoot(time.monotonic))
     recent_reads: RecentReads = field(default_factory=lambda: RecentReads(time.monotonic))
-    # Embedded: sends a CR's report at once on this process's report threads, while the reads
-    # its run just kept are fresh (S7.1 rev 3); False when those threads are busy. None in a
-    # worker: its reports go through the report queue.
-    hand_report: Callable[[ObjectKey], bool] | None = None
+    # Sends a CR's report at once on this process's report threads (workers/report_threads.py),
+    # with the runtime of its run, while the reads that run kept are fresh (S7.1 rev 3); False
+    # when those threads are busy. None: reports go through the report queue only.
+    hand_report: Callable[[Runtime, ObjectKey], bool] | None = None
     # How late the reconcile queue runs keys (workers/queue/lag.py): noted where keys are
     # taken, so only in the leader's process; a worker's stays 0.
     schedule_lag: ScheduleLag = field(default_factory=ScheduleLag)

@@ -12,7 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from celery.concurrency.prefork import TaskPool as PreforkPool
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 from django.conf import settings
 
 from controlplane.observations.recording import BackgroundRecorder
@@ -23,6 +28,7 @@ from .keys import ObjectKey
 from .published_reads import PublishedReads
 from .queue.published import PublishedStore
 from .queue.redis import RedisQueue
+from .report_threads import ReportThreads
 from .reporting import run_report
 from .runner import run_reconcile, run_rollout_evaluation
 from .runtime import Runtime, build_runtime
@@ -31,12 +37,13 @@ log = logging.getLogger(__name__)
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+_report_threads: ReportThreads | None = None
 
 
 def worker_runtime() -> Runtime:
     """One Runtime per worker process, built on first use (in a prefork pool child, so its
     metrics go to the worker's multiprocess files, workers/metrics.py)."""
-    global _runtime
+    global _runtime, _report_threads
     with _runtime_lock:
         if _runtime is None:
             recorder = BackgroundRecorder()
@@ -55,6 +62,10 @@ def worker_runtime() -> Runtime:
             # Runs settle keys here: backoff requeues and the keys they queue again (S8.6).
             runtime.queue.observer = metrics.workqueue(metrics.RECONCILE_QUEUE)
             runtime.reports.observer = metrics.workqueue(metrics.REPORT_QUEUE)
+            # A run's report goes from here, on the reads it kept (S7.1 rev 3), not through
+            # the broker to whichever worker it reaches, which would read them again.
+            _report_threads = ReportThreads()
+            runtime.hand_report = _report_threads.hand
             _runtime = runtime
         return _runtime
 
@@ -76,6 +87,15 @@ def _runtime_before_first_task_in_the_worker(sender: Any = None, **_: Any) -> No
     pool_cls = getattr(getattr(sender, "controller", None), "pool_cls", None)
     if isinstance(pool_cls, type) and not issubclass(pool_cls, PreforkPool):
         _build_runtime_now()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _stop_report_threads(**_: Any) -> None:
+    """Handed reports not yet begun are dropped: their CRs' heartbeats still wait in the
+    report queue, and one begun and cut off is due again after the stale check (S8.4)."""
+    if _report_threads is not None:
+        _report_threads.shutdown()
 
 
 def _build_runtime_now() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
-from workers import operator_process
+from workers import operator_process, report_threads
 from workers.broker_window import window
 from workers.dispatcher import Dispatcher
 from workers.engine.outcome import Requeue
@@ -337,11 +337,11 @@ def test_embedded_reports_leave_the_queue_only_for_a_free_reporter(monkeypatch):
         started.append(key)
         release.wait(10)
 
-    monkeypatch.setattr(operator_process, "run_report", blocking_report)
+    monkeypatch.setattr(report_threads, "run_report", blocking_report)
     runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
     try:
-        assert process._report_capacity() == operator_process.EMBEDDED_REPORTERS == 2
+        assert process._report_capacity() == report_threads.REPORT_THREADS == 2
         for key in KEYS[:2]:
             process._submit_report(Ticket(key, False, Priority.RESYNC))
         _wait(lambda: len(started) == 2, "both reports running")
@@ -364,16 +364,16 @@ def test_embedded_runs_hand_reports_to_the_report_threads_a_few_deep(monkeypatch
         handed_flags.append(handed)
         release.wait(10)
 
-    monkeypatch.setattr(operator_process, "run_report", blocking_report)
+    monkeypatch.setattr(report_threads, "run_report", blocking_report)
     runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
-    depth = operator_process.EMBEDDED_REPORTERS + operator_process.HANDED_REPORTS_WAITING
+    depth = report_threads.REPORT_THREADS + report_threads.HANDED_REPORTS_WAITING
     try:
         keys = [ObjectKey("ns", f"cr-{i}", f"uid-{i}") for i in range(depth + 1)]
-        assert [runtime.hand_report(key) for key in keys] == [True] * depth + [False]
+        assert [runtime.hand_report(runtime, key) for key in keys] == [True] * depth + [False]
         assert process._report_capacity() == 0  # the queue's reports wait for those
         release.set()
-        _wait(lambda: runtime.hand_report(keys[-1]), "a thread free again")
+        _wait(lambda: runtime.hand_report(runtime, keys[-1]), "a thread free again")
         _wait(lambda: len(handed_flags) == depth + 1, "every handed report run")
         assert all(handed_flags)
     finally:

@@ -361,7 +361,7 @@ def test_embedded_hands_a_run_s_report_straight_to_the_report_threads(
     h.reports = h.runtime.reports = MemoryQueue(FakeClock())
     h.reports.schedule(KEY, delay=100.0, priority=Priority.NORMAL)
     handed: list[ObjectKey] = []
-    h.runtime.hand_report = lambda key: threads_free and not handed.append(key)
+    h.runtime.hand_report = lambda runtime, key: threads_free and not handed.append(key)
     h.fake(
         lambda engine: _result(
             Requeue.RESYNC, resync_seconds=300.0, reads_kept=True, status_written=status_written
@@ -451,6 +451,31 @@ def test_every_task_the_dispatcher_sends_begins_only_a_dispatched_key(
         ("runtime of ''", KEY, expected),
         ("runtime of 's1of3'", KEY, expected),
     ]
+
+
+def test_a_worker_hands_its_runs_reports_to_its_own_report_threads(monkeypatch):
+    """Scaled: a worker's run sends its report from that worker, on the reads it kept (S7.1
+    rev 3), with the runtime of the run's shard; queued instead, the broker could give it to
+    another worker, which would read the CR and its credential again."""
+    from workers import report_threads, tasks
+
+    h = Harness(monkeypatch)
+    monkeypatch.setattr(tasks, "build_runtime", lambda *args, **kwargs: h.runtime)
+    monkeypatch.setattr(tasks, "_runtime", None)
+    sent: list[tuple[Any, ObjectKey, bool]] = []
+    monkeypatch.setattr(
+        report_threads,
+        "run_report",
+        lambda runtime, key, handed=False: sent.append((runtime, key, handed)),
+    )
+    try:
+        runtime = tasks.worker_runtime()
+        assert runtime.hand_report is not None
+        assert runtime.hand_report(runtime, KEY)
+        wait_for(lambda: bool(sent), 5, 0.01, "the handed report")
+        assert sent == [(runtime, KEY, True)]
+    finally:
+        tasks._stop_report_threads()
 
 
 # -- the fence --------------------------------------------------------------------------------
