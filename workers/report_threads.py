@@ -8,7 +8,6 @@ those reads are stale, and read the CR and its credential again.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,8 +16,6 @@ from typing import Any
 from .keys import ObjectKey
 from .reporting import run_report
 from .runtime import Runtime
-
-log = logging.getLogger(__name__)
 
 REPORT_THREADS = 2  # status reports sent at once, beside the reconciles (S7.4)
 # Reports a finished run hands over may wait this many deep for a thread: a few POSTs' time,
