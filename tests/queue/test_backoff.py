@@ -6,19 +6,10 @@ import random
 
 import pytest
 
+from tests.support.jitter import FixedJitter
 from workers.queue.backoff import backoff_delay
 
-
-class FixedJitter(random.Random):
-    """A seam for the jitter draw: always the given factor."""
-
-    def __init__(self, factor: float) -> None:
-        super().__init__(0)
-        self.factor = factor
-
-    def uniform(self, a: float, b: float) -> float:
-        assert (a, b) == (0.8, 1.2)
-        return self.factor
+BACKOFF_DRAW = (0.8, 1.2)  # S4.1.3's backoff jitter
 
 
 @pytest.mark.parametrize(
@@ -40,7 +31,7 @@ class FixedJitter(random.Random):
     ],
 )
 def test_backoff_delay(failures: int, factor: float, seconds: float):
-    assert backoff_delay(failures, FixedJitter(factor)) == pytest.approx(seconds)
+    assert backoff_delay(failures, FixedJitter(factor, BACKOFF_DRAW)) == pytest.approx(seconds)
 
 
 def test_backoff_jitter_stays_within_bounds_and_varies():

@@ -3,25 +3,14 @@ cuts it for a run whose report just went (the next heartbeat then rides on the n
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
+from tests.support.jitter import FixedJitter
 from workers.engine.outcome import Requeue
 from workers.engine.reports import RIDE_MARGIN_SECONDS, run_before_heartbeat
 from workers.queue.base import Priority, next_timer
 
-
-class FixedJitter(random.Random):
-    """A seam for the jitter draw: always the given factor."""
-
-    def __init__(self, factor: float) -> None:
-        super().__init__(0)
-        self.factor = factor
-
-    def uniform(self, a: float, b: float) -> float:
-        assert (a, b) == (0.9, 1.1)
-        return self.factor
+RESYNC_DRAW = (0.9, 1.1)  # S4.1.3's resync jitter
 
 
 def _resync_delay(factor: float, resync_at_most: float | None, resync: float = 300.0) -> float:
@@ -30,7 +19,7 @@ def _resync_delay(factor: float, resync_at_most: float | None, resync: float = 3
         3,
         delay=None,
         resync_seconds=resync,
-        rng=FixedJitter(factor),
+        rng=FixedJitter(factor, RESYNC_DRAW),
         resync_at_most=resync_at_most,
     )
     assert timer is not None and timer.priority is Priority.RESYNC and timer.failures == 0
@@ -57,7 +46,7 @@ def test_other_timers_ignore_resync_at_most():
         0,
         delay=500.0,
         resync_seconds=300.0,
-        rng=FixedJitter(1.0),
+        rng=FixedJitter(1.0, RESYNC_DRAW),
         resync_at_most=10.0,
     )
     assert after is not None and after.delay == 500.0

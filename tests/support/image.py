@@ -25,15 +25,22 @@ USER = "65532:65532"
 RESTRICTIONS = (
     "--read-only",
     "--read-only-tmpfs=false",  # podman would add writable /run and /var/tmp: S8.3 has neither
-    "--user", USER,
-    "--cap-drop", "ALL",
-    "--security-opt", "no-new-privileges",
+    "--user",
+    USER,
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
     # U: the tmpfs belongs to the container's user, as the pod's emptyDir is writable by it
     # (this kernel ignores a tmpfs mode=, and podman 4.3 takes no uid=).
-    "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m,U",
-    "--tmpfs", f"{DATA_DIR}:rw,nosuid,nodev,size=64m,U",
-    "--ulimit", "nofile=1024:1024",
-    "--ulimit", "nproc=1024:1024",
+    "--tmpfs",
+    "/tmp:rw,nosuid,nodev,size=64m,U",
+    "--tmpfs",
+    f"{DATA_DIR}:rw,nosuid,nodev,size=64m,U",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=1024:1024",
 )
 
 
@@ -69,19 +76,24 @@ class Podman:
         self.runroot = Path(tempfile.mkdtemp(prefix="hikyo-podman-", dir="/tmp"))
         self.base = [
             "podman",
-            "--storage-driver", "vfs",
-            "--root", str(self.state / "storage"),
-            "--runroot", str(self.runroot),
-            "--tmpdir", str(self.state / "tmp"),
-            "--runtime", RUNC,
-            "--cgroup-manager", "cgroupfs",
-            "--events-backend", "file",
+            "--storage-driver",
+            "vfs",
+            "--root",
+            str(self.state / "storage"),
+            "--runroot",
+            str(self.runroot),
+            "--tmpdir",
+            str(self.state / "tmp"),
+            "--runtime",
+            RUNC,
+            "--cgroup-manager",
+            "cgroupfs",
+            "--events-backend",
+            "file",
         ]
 
     def __call__(self, *args: str, timeout: float = PODMAN_TIMEOUT, check: bool = True) -> str:
-        done = subprocess.run(
-            [*self.base, *args], capture_output=True, text=True, timeout=timeout
-        )
+        done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"podman {args[0]} failed ({done.returncode}): {done.stderr}")
         return done.stdout + done.stderr if not check else done.stdout
