@@ -56,9 +56,10 @@ def run_before_heartbeat(resync_seconds: float, lag_seconds: float = 0.0) -> flo
     That report makes the next heartbeat due P later. Where P is no longer than the resync
     (resyncInterval of 5 min or more, the default included), S4.1.3's jitter puts about half the
     next runs after it, and that heartbeat goes alone, reading the CR and its credential again
-    (P2 at 20,000: 5.8 apiserver requests per fetch, not 4). A run due by this time carries it:
-    P less the time for the run to be taken (``lag_seconds``, the queue's lateness) and to end.
-    The queue still never draws less than the jitter's low end (``queue.base.next_timer``).
+    (P2 at 5,000: 5.00 apiserver requests per fetch with the draw alone, 4.00 with this limit).
+    A run due by this time carries it: P less the time for the run to be taken
+    (``lag_seconds``, the queue's lateness) and to end. The queue still never draws less than
+    the jitter's low end (``queue.base.next_timer``).
     """
     return heartbeat_period(resync_seconds) - RIDE_MARGIN_SECONDS - lag_seconds
 
