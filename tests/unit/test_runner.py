@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from urllib3.exceptions import HTTPError
 
 from k8s.errors import FenceLost, KubeError
 from tests.support.clocks import FakeClock
+from tests.support.jitter import FixedJitter
 from tests.support.waiting import wait_for
 from workers import runner
 from workers.engine.outcome import Outcome, Requeue
@@ -306,13 +306,6 @@ def _assert_rode(h: Harness, rides: bool, heartbeat_in: float) -> None:
         assert tickets == [] and h.reports.due_in(KEY) == heartbeat_in
 
 
-class HighestDraw(random.Random):
-    """The jitter's high end every time: a 300 s resync comes 330 s later unless cut."""
-
-    def uniform(self, a: float, b: float) -> float:
-        return b
-
-
 @pytest.mark.parametrize(
     ("heartbeat_in", "next_run_in"),
     [(100.0, 300.0 - RIDE_MARGIN_SECONDS), (331.0, 330.0)],
@@ -325,7 +318,8 @@ def test_a_run_whose_report_goes_comes_again_before_the_heartbeat_it_sets(
     of up to 1.1 x resync that would leave the heartbeat to go alone with its own reads. A
     run that sent no report keeps its draw."""
     h = Harness(monkeypatch)
-    h.queue = h.runtime.queue = MemoryQueue(rng=HighestDraw(0))  # type: ignore[assignment]
+    highest = FixedJitter(1.1, (0.9, 1.1))  # a 300 s resync comes 330 s later unless cut
+    h.queue = h.runtime.queue = MemoryQueue(rng=highest)  # type: ignore[assignment]
     h.reports = h.runtime.reports = MemoryQueue(FakeClock())
     h.reports.schedule(KEY, delay=heartbeat_in, priority=Priority.NORMAL)
     h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=300.0, reads_kept=True))
@@ -455,13 +449,14 @@ def test_every_task_the_dispatcher_sends_begins_only_a_dispatched_key(
 
 def test_a_worker_hands_its_runs_reports_to_its_own_report_threads(monkeypatch):
     """Scaled: a worker's run sends its report from that worker, on the reads it kept (S7.1
-    rev 3), with the runtime of the run's shard; queued instead, the broker could give it to
+    rev 3), with the runtime the run was given; queued instead, the broker could give it to
     another worker, which would read the CR and its credential again."""
     from workers import report_threads, tasks
 
     h = Harness(monkeypatch)
     monkeypatch.setattr(tasks, "build_runtime", lambda *args, **kwargs: h.runtime)
     monkeypatch.setattr(tasks, "_runtime", None)
+    monkeypatch.setattr(tasks, "_report_threads", None)
     sent: list[tuple[Any, ObjectKey, bool]] = []
     monkeypatch.setattr(
         report_threads,
