@@ -1,4 +1,4 @@
-"""The per-object bound of the observation tables (one DELETE per prune, issue 13) holds on
+"""The per-object bound of the observation tables (one DELETE per prune, issues 13 and 37) holds on
 PostgreSQL, the scaled mode's store (S8.1), as tests/unit/test_observation_bounds.py shows it
 on SQLite: the newest rows stay, by the manager's order, ties broken by id."""
 
@@ -29,20 +29,23 @@ from controlplane.observations.models import ConditionChange
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 for n in range(12):
-    for uid in ("flappy", "calm"):
+    for uid in ("flappy", "calm", "busy"):
         ConditionChange.objects.create(
             uid=uid, namespace="ns", name=uid, at=T0 + timedelta(seconds=n // 2),
             type="Ready", new_status="True", message=f"{uid} {n}",
         )
-deleted = ConditionChange.objects.prune("flappy", keep=5)
-kept = list(
-    ConditionChange.objects.filter(uid="flappy").order_by("id").values_list("message", flat=True)
-)
+deleted = ConditionChange.objects.prune("flappy", "busy", keep=5)
+kept = {
+    uid: list(
+        ConditionChange.objects.filter(uid=uid).order_by("id").values_list("message", flat=True)
+    )
+    for uid in ("flappy", "busy")
+}
 print(json.dumps({
     "deleted": deleted,
     "kept": kept,
     "calm": ConditionChange.objects.filter(uid="calm").count(),
-    "again": ConditionChange.objects.prune("flappy", keep=5),
+    "again": ConditionChange.objects.prune("flappy", "busy", keep=5),
 }))
 """
 
@@ -64,9 +67,11 @@ def test_pruning_keeps_the_newest_rows_of_one_object_on_postgresql(postgres_serv
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["deleted"] == 7
-    # The newest five: the latest times, and within the tie at the boundary (runs 6 and 7 share
-    # a second) the higher id.
-    assert result["kept"] == [f"flappy {n}" for n in (7, 8, 9, 10, 11)]
+    assert result["deleted"] == 14  # two objects pruned by one statement
+    # The newest five of each: the latest times, and within the tie at the boundary (runs 6 and
+    # 7 share a second) the higher id.
+    assert result["kept"] == {
+        uid: [f"{uid} {n}" for n in (7, 8, 9, 10, 11)] for uid in ("flappy", "busy")
+    }
     assert result["calm"] == 12  # another object's rows are untouched
     assert result["again"] == 0

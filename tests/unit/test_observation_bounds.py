@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from controlplane.observations import recording
 from controlplane.observations.managers import (
@@ -27,6 +29,7 @@ from controlplane.observations.recording import (
     PRUNE_EVERY,
     forget_unchecked,
     record_report,
+    record_reports,
     record_run,
 )
 from workers.engine.outcome import Outcome, Requeue
@@ -161,6 +164,54 @@ def test_status_reports_keep_only_the_latest_per_object():
         f"accepted {n}" for n in range(total - KEEP_REPORTS_PER_OBJECT, total)
     }
     assert StatusReport.objects.filter(uid=other.uid).count() == 1
+
+
+def test_a_backlog_of_status_reports_is_one_insert_and_one_prune_for_all_its_objects():
+    keys = [ObjectKey("ns", f"app-{n}", f"reported-{n}") for n in range(3)]
+    for start in range(0, KEEP_REPORTS_PER_OBJECT, 50):  # each object at its bound
+        record_reports(
+            [
+                ReportAttempt(key, T0 + timedelta(seconds=n), 204, f"accepted {n}")
+                for n in range(start, start + 50)
+                for key in keys
+            ]
+        )
+    newest = KEEP_REPORTS_PER_OBJECT
+    backlog = [
+        ReportAttempt(key, T0 + timedelta(seconds=n), 204, f"accepted {n}")
+        for n in (newest, newest + 1)
+        for key in keys
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        record_reports(backlog)
+
+    statements = [q["sql"].split(" ", 1)[0] for q in queries.captured_queries]
+    assert statements.count("INSERT") == 1 and statements.count("DELETE") == 1
+    for key in keys:
+        kept = StatusReport.objects.filter(uid=key.uid)
+        assert kept.count() == KEEP_REPORTS_PER_OBJECT
+        assert set(kept.values_list("outcome", flat=True)) == {
+            f"accepted {n}" for n in range(2, newest + 2)
+        }
+
+
+def test_a_status_report_that_cannot_be_stored_loses_only_itself_from_its_backlog():
+    good, bad = ObjectKey("ns", "good", "good"), ObjectKey("ns", "bad", "bad")
+    unstorable = [{"type": "Ready", "status": object()}]  # not JSON: the batch INSERT fails
+    record_reports(
+        [
+            ReportAttempt(good, T0, 204, "accepted"),
+            ReportAttempt(bad, T0, 204, "accepted", unstorable),  # type: ignore[list-item]
+            ReportAttempt(good, T0 + timedelta(seconds=1), 204, "accepted again"),
+        ]
+    )
+
+    assert sorted(StatusReport.objects.filter(uid="good").values_list("outcome", flat=True)) == [
+        "accepted",
+        "accepted again",
+    ]
+    assert not StatusReport.objects.filter(uid="bad").exists()
 
 
 def test_a_deleted_hikyosecrets_rows_are_forgotten_once_unchecked_for_a_week():
