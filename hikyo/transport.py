@@ -122,7 +122,10 @@ class _Watchdog:
                     target=self._run, name="hikyo-deadlines", daemon=True
                 )
                 self._thread.start()
-            self._changed.notify()
+            # The thread waits for the earliest deadline: a later one needs no wake-up (each
+            # request's is 30 s on, so most are later; a wake per request cost a thread switch).
+            if self._heap[0][2] is deadline:
+                self._changed.notify()
 
     def forget_one(self) -> None:
         with self._changed:

@@ -630,6 +630,32 @@ def test_request_deadlines_share_one_watchdog_thread_and_a_finished_one_never_fi
         assert live.fired and live.expired()
 
 
+def test_the_watchdog_is_woken_only_by_a_deadline_earlier_than_those_it_waits_for():
+    """Issue 37: the watchdog thread sleeps until its earliest deadline, so a request whose
+    deadline is later (nearly all: each is 30 s on) does not wake it; an earlier one does, and
+    still fires on time."""
+    from hikyo.transport import _Deadline, _Watchdog
+    from tests.support.waiting import wait_for
+
+    wakes: list[int] = []
+
+    class CountingCondition(threading.Condition):
+        def notify(self, n: int = 1) -> None:
+            wakes.append(n)
+            super().notify(n)
+
+    watchdog = _Watchdog()
+    watchdog._changed = CountingCondition()
+    watchdog.watch(_Deadline(30.0))
+    assert len(wakes) == 1  # the first: the thread waited for none
+    watchdog.watch(_Deadline(60.0))
+    assert len(wakes) == 1
+    early = _Deadline(0.2)
+    watchdog.watch(early)
+    assert len(wakes) == 2
+    assert wait_for(lambda: early.fired, timeout=5, what="the earlier deadline fired")
+
+
 def test_the_watchdog_shuts_an_expired_requests_socket_down():
     """S3.2: at the deadline the watchdog shuts down the socket the request reads from, which
     wakes a read blocked on it (a peer that sends nothing more)."""

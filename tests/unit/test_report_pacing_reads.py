@@ -13,7 +13,9 @@ import pytest
 
 from tests.support.counting_store import NoteReadCountingQueue
 from tests.unit.decide_fixtures import INSTANCE_UID, SETTINGS, cr, instance
+from workers.engine.fetched import ReportResult
 from workers.engine.reports import heartbeat_period
+from workers.engine.spec import parse_spec
 from workers.keys import ObjectKey
 from workers.queue.base import Priority
 from workers.queue.memory import MemoryQueue
@@ -154,3 +156,41 @@ def test_a_handed_report_stands_for_the_waiting_heartbeat():
     run_report(runtime, key, handed=True)
     assert cluster.reads["hikyosecret"] == 1
     assert runtime.reports.due_in(key) == pytest.approx(heartbeat_period(300.0), abs=1.0)
+
+
+class AcceptingClient:
+    """The instance's client: every report gets 204, and the tokens it was sent are kept."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    def report_status(self, scope: Any, *, token: str, report: dict) -> ReportResult:
+        self.tokens.append(token)
+        return ReportResult(204, "accepted")
+
+
+def test_a_report_on_its_reconciles_reads_reads_its_notes_in_one_round_trip():
+    """Issue 37: a heartbeat that rides on its reconcile (S7.1 rev 3) knows the instance that
+    reconcile used, so the instance's notes come with the CR's and the cluster's, and nothing
+    is read from the cluster: not the CR, the instance or the credential. The one read after
+    the answer is S4.1.6's unresponsive mark."""
+    the_cr = cr(status=STATUS)
+    cluster = CountingCluster(the_cr, instance())
+    clock = Clock()
+    runtime = _runtime(cluster, clock)
+    queue = NoteReadCountingQueue(clock)
+    for name in (CLUSTER_ID_NOTE, f"capabilities:{INSTANCE_UID}"):
+        queue.put_note(name, runtime.queue.get_note(name) or "", 24 * 3600.0)
+    client = AcceptingClient()
+    runtime = replace(runtime, queue=queue, clients=lambda _instance: client)
+    key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
+    org = parse_spec(the_cr).org
+    runtime.recent_reads.keep(key.uid, the_cr, "CANARY-kept-token", instance(), org)
+
+    attempt, next_in = _attempt(runtime, key)
+
+    assert attempt is not None and attempt.http_status == 204
+    assert next_in == pytest.approx(heartbeat_period(300.0))
+    assert client.tokens == ["CANARY-kept-token"]
+    assert cluster.reads == {}
+    assert queue.note_reads == 2  # the notes together, then the unresponsive mark

@@ -24,6 +24,10 @@ class ReconcileReads:
     cr: dict[str, Any] = field(repr=False)
     token: str = field(repr=False)
     at: float = 0.0
+    # The HikyoInstance the reconcile used and its spec's org: the report reads that
+    # instance's notes with its own in one round trip (issue 37).
+    instance: dict[str, Any] | None = field(default=None, repr=False)
+    org: str = ""
 
 
 class RecentReads:
@@ -32,11 +36,18 @@ class RecentReads:
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, ReconcileReads] = OrderedDict()
 
-    def keep(self, uid: str, cr: dict[str, Any], token: str) -> None:
+    def keep(
+        self,
+        uid: str,
+        cr: dict[str, Any],
+        token: str,
+        instance: dict[str, Any] | None = None,
+        org: str = "",
+    ) -> None:
         now = self._timer()
         with self._lock:
             self._kept.pop(uid, None)
-            self._kept[uid] = ReconcileReads(cr, token, now)
+            self._kept[uid] = ReconcileReads(cr, token, now, instance, org)
             while self._kept and (
                 len(self._kept) > MAX_KEPT
                 or now - next(iter(self._kept.values())).at >= self._window

@@ -138,7 +138,13 @@ def _reconcile(
     applied = apply(plan, observed, cluster, store, settings, now)  # S4.9 order
     if isinstance(decision, FetchPlan) and applied.cr_after is not None:  # S7.1 rev 3
         assert engine.recent_reads is not None
-        engine.recent_reads.keep(decision.spec.uid, applied.cr_after, decision.token)
+        engine.recent_reads.keep(
+            decision.spec.uid,
+            applied.cr_after,
+            decision.token,
+            observed.instance if isinstance(observed.instance, dict) else None,
+            decision.spec.org,
+        )
     result = _result(observed, applied, plan.step, asked_uid=uid)
     result.reads_kept = isinstance(decision, FetchPlan) and applied.cr_after is not None
     if plan.rollout is not None:
