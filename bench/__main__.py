@@ -89,6 +89,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default="0,2",
         help="P9's sides: worker counts, 0 for embedded (0,2)",
     )
+    parser.add_argument(
+        "--namespaces",
+        type=int,
+        default=NAMESPACES,
+        help=f"namespaces the HikyoSecrets are spread over ({NAMESPACES})",
+    )
     parser.add_argument("--p5-delay-ms", type=float, default=50.0, help="P5 delivery delay (50)")
     parser.add_argument("--keep", action="store_true", help="keep a failed side's directory")
     options = parser.parse_args(argv)
@@ -97,6 +103,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     if options.n is not None and options.n < 2:
         parser.error("--n is at least 2")
+    if options.namespaces < 1:
+        parser.error("--namespaces is at least 1")
     if options.fetch_qps <= 0 or options.worker_concurrency < 1 or options.resync < 1:
         parser.error("--fetch-qps, --worker-concurrency and --resync are positive")
     try:
@@ -133,6 +141,7 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
         p5_delay_ms=options.p5_delay_ms,
         p2_p3_workers=options.p2_p3_workers,
         p9_workers=options.p9_workers,
+        namespaces=options.namespaces,
         keep=options.keep,
     )
     with contextlib.ExitStack() as cleanup:
@@ -189,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             "fetch_qps": options.fetch_qps,
             "fetch_burst": max(1, int(options.fetch_qps * 2)),
             "keys": KEYS,
-            "namespaces": NAMESPACES,
+            "namespaces": options.namespaces,
             "worker_concurrency": options.worker_concurrency,
             "worker_pool": options.worker_pool,
             "resync_seconds": options.resync,

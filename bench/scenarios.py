@@ -36,7 +36,7 @@ from bench.tracking import (
     wait_ready,
     watch_events,
 )
-from bench.world import create_world, floor, key_items, ready_count
+from bench.world import NAMESPACES, create_world, floor, key_items, ready_count
 
 P1_WORKERS = (0, 2, 4)  # 0: embedded
 P4_WORKERS = (0, 2)  # a P4 run of its own: embedded and the chart's default of 2 workers
@@ -69,6 +69,9 @@ class Options:
     p5_delay_ms: float = 50.0
     p2_p3_workers: int = 0  # embedded (the issue's P2/P3), or scaled with this many workers
     p9_workers: tuple[int, ...] = (0, 2)  # P9's sides: embedded and the chart's default of 2
+    # The HikyoSecrets are spread over this many namespaces: R7's list of the CRs naming one
+    # target scans its namespace's, so fewer per namespace cost the apiserver less per run.
+    namespaces: int = NAMESPACES
     keep: bool = False  # keep a failed side's directory (logs, kubeconfig)
 
 
@@ -154,7 +157,7 @@ class Bench:
                 if delivery_delay:
                     hikyo.set_fault(None, Fault.slow(delivery_delay), route="delivery")
                 created = time.perf_counter()
-                world = create_world(api, hikyo, n, resync_seconds)
+                world = create_world(api, hikyo, n, resync_seconds, self.options.namespaces)
                 create_seconds = round(time.perf_counter() - created, 1)
                 assert self.databases is not None
                 fleet = Fleet(

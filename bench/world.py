@@ -31,17 +31,21 @@ def key_items(suffix: str = "") -> list[dict[str, str]]:
 
 
 def create_world(
-    api: Any, hikyo: Any, count: int, resync_seconds: int | None = None
+    api: Any,
+    hikyo: Any,
+    count: int,
+    resync_seconds: int | None = None,
+    namespaces: int = NAMESPACES,
 ) -> dict[str, Any]:
-    """The namespaces, the scope and its credential, the instance, and ``count`` HikyoSecrets
-    (``resync_seconds`` their resyncInterval, else the CRD default). Returns the CRs as
-    (namespace, name), the delivery URL and the scope."""
+    """``namespaces`` namespaces, the scope and its credential, the instance, and ``count``
+    HikyoSecrets spread over them (``resync_seconds`` their resyncInterval, else the CRD
+    default). Returns the CRs as (namespace, name), the delivery URL and the scope."""
     from kubernetes import client
 
     from devserver import new_id
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    names = [f"bench-{i}" for i in range(NAMESPACES)]
+    names = [f"bench-{i}" for i in range(namespaces)]
     for name in (OPERATOR_NAMESPACE, *names):
         core.create_namespace(
             client.V1Namespace(metadata=client.V1ObjectMeta(name=name)),
@@ -65,7 +69,7 @@ def create_world(
             ),
             _request_timeout=CALL_TIMEOUT,
         )
-    crs = [(names[i % NAMESPACES], f"app-{i:05d}") for i in range(count)]
+    crs = [(names[i % namespaces], f"app-{i:05d}") for i in range(count)]
     scope = (org, project, environment)
 
     def create(cr: tuple[str, str]) -> int:
