@@ -159,7 +159,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
             paced_scope = None
         else:
             wait = _pace_wait(runtime, paced_scope, time.time())
-            if wait > 0:
+            if wait > 0:  # the reads taken above are dropped: after the wait it reads again
                 store.put_note(_waiting_note(key), paced_scope, wait + WAITING_NOTE_MARGIN)
                 return None, wait
     cr = reused.cr if reused is not None else cluster.get_hikyosecret(key.namespace, key.name)

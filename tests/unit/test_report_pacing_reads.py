@@ -65,6 +65,16 @@ def _runtime(cluster: CountingCluster, clock: Clock) -> Runtime:
     return Runtime(settings=settings, cluster=cluster, queue=queue)  # type: ignore[arg-type]
 
 
+def _counting_runtime(cluster: CountingCluster) -> tuple[Runtime, NoteReadCountingQueue]:
+    """``_runtime`` on a store that counts its note reads (round trips), with the same notes."""
+    clock = Clock()
+    runtime = _runtime(cluster, clock)
+    queue = NoteReadCountingQueue(clock)
+    for name in (CLUSTER_ID_NOTE, f"capabilities:{INSTANCE_UID}"):
+        queue.put_note(name, runtime.queue.get_note(name) or "", 24 * 3600.0)
+    return replace(runtime, queue=queue), queue
+
+
 def test_retries_during_a_token_wait_read_neither_the_cr_nor_the_instance():
     the_cr = cr(status=STATUS)
     cluster = CountingCluster(the_cr, instance())
@@ -113,12 +123,7 @@ def test_an_attempt_reads_its_notes_in_two_round_trips():
     instance's capabilities, pause and unresponsive mark together (7 reads before)."""
     the_cr = cr(status=STATUS)
     cluster = CountingCluster(the_cr, instance())
-    clock = Clock()
-    runtime = _runtime(cluster, clock)
-    queue = NoteReadCountingQueue(clock)
-    for name in (CLUSTER_ID_NOTE, f"capabilities:{INSTANCE_UID}"):
-        queue.put_note(name, runtime.queue.get_note(name) or "", 24 * 3600.0)
-    runtime = replace(runtime, queue=queue)
+    runtime, queue = _counting_runtime(cluster)
     key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
     attempt, wait = _attempt(runtime, key)
     assert cluster.reads == {"hikyosecret": 1, "instance": 1, "secret": 1}  # went on
@@ -176,13 +181,9 @@ def test_a_report_on_its_reconciles_reads_reads_its_notes_in_one_round_trip():
     the answer is S4.1.6's unresponsive mark."""
     the_cr = cr(status=STATUS)
     cluster = CountingCluster(the_cr, instance())
-    clock = Clock()
-    runtime = _runtime(cluster, clock)
-    queue = NoteReadCountingQueue(clock)
-    for name in (CLUSTER_ID_NOTE, f"capabilities:{INSTANCE_UID}"):
-        queue.put_note(name, runtime.queue.get_note(name) or "", 24 * 3600.0)
+    runtime, queue = _counting_runtime(cluster)
     client = AcceptingClient()
-    runtime = replace(runtime, queue=queue, clients=lambda _instance: client)
+    runtime = replace(runtime, clients=lambda _instance: client)
     key = ObjectKey(the_cr["metadata"]["namespace"], the_cr["metadata"]["name"], "uid-m")
     org = parse_spec(the_cr).org
     runtime.recent_reads.keep(key.uid, the_cr, "CANARY-kept-token", instance(), org)
