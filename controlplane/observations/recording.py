@@ -416,12 +416,15 @@ class BackgroundRecorder:
     @staticmethod
     def _write(items: list[tuple[Write, Any]]) -> None:
         """A backlog is written in one transaction (one commit, not one per run: issue 13);
-        consecutive writes of one kind go to their write function together, each call in its
-        own savepoint, so one that fails loses only its own. A lone call needs no batch."""
-        calls = [
-            (write, [arg for _, arg in group])
-            for write, group in itertools.groupby(items, key=lambda item: item[0])
-        ]
+        the writes of one kind go to their write function together, in queue order, each call
+        in its own savepoint, so one that fails loses only its own. A lone call needs no batch.
+        Kinds are gathered across the backlog, not only where consecutive: a worker's report
+        follows each of its runs, so consecutive groups were mostly of one (issue 37). Each
+        kind writes its own tables, so only the order within a kind matters."""
+        by_kind: dict[Write, list[Any]] = {}
+        for write, arg in items:
+            by_kind.setdefault(write, []).append(arg)
+        calls = list(by_kind.items())
         if len(calls) <= 1:
             for write, args in calls:
                 write(args)

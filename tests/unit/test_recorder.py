@@ -339,6 +339,23 @@ def test_a_backlog_is_written_in_one_batch_where_a_failing_write_loses_only_itse
     assert "recording an observation failed" in caplog.text
 
 
+@pytest.mark.django_db
+def test_interleaved_runs_and_reports_are_one_call_per_kind_in_queue_order():
+    """Issue 37: a worker's report follows each of its runs, so its backlog alternates; each
+    kind's writes still go together (a call costs a savepoint and its statements however
+    many writes it holds), each in the order queued."""
+    calls: list[tuple[str, list[int]]] = []
+
+    def runs(args: list[int]) -> None:
+        calls.append(("runs", args))
+
+    def reports(args: list[int]) -> None:
+        calls.append(("reports", args))
+
+    BackgroundRecorder._write([(runs, 1), (reports, 2), (runs, 3), (reports, 4), (runs, 5)])
+    assert calls == [("runs", [1, 3, 5]), ("reports", [2, 4])]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_writer_drains_a_backlog_in_order_after_a_slow_write(monkeypatch):
     """Runs queued while the writer was busy are all written, in order, as one batch."""
