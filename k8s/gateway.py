@@ -321,6 +321,13 @@ class KubeCluster:
             )
         return response.status.token
 
+    def indexed_claimants(self, namespace: str, target: str) -> tuple[str, ...] | None:
+        """R7's candidates from the leader's CR watch (k8s.watch_cache.TargetCache): the UIDs
+        naming ``target``; None when no watch vouches for them (the caller lists)."""
+        if self.watched is None:
+            return None
+        return self.watched.claimants.lookup(namespace, target)
+
     def list_hikyosecrets_for_target(
         self, namespace: str, target: str, not_older_than: str
     ) -> list[dict[str, Any]]:

@@ -11,9 +11,16 @@ and three workload lists. Those reads may be served from the watch:
   (``resourceVersion=0``, k8s.gateway.KubeCluster.list_workloads); this cache holds the same
   reduced records (k8s.workloads.workload_from), opted-in workloads only, nothing else.
 
-The uncached reads the spec demands (the CR, the credential, the same-target list, the target,
-the stamp root, the read-back) are not served here; the same-target list is the apiserver's at
-least as new as the CR's own read (k8s.gateway.KubeCluster.list_hikyosecrets_for_target).
+- which CRs name each target (R7's candidates, the index S4.2 describes for older clusters):
+  a CR that already delivered (``status.managedSecretUID``) and is the only one the index
+  holds for its target skips R7's list, on every Kubernetes version (issue 37: at 2,000 CRs a
+  namespace that list was 40 % of the apiserver's CPU in an unchanged resync). A first sync,
+  a contested target, or a CR the index does not yet hold under its target still lists
+  (workers.engine.observe).
+
+The uncached reads the spec demands (the CR, the credential, the target, the stamp root, the
+read-back) are not served here; the same-target list, when made, is the apiserver's at least
+as new as the CR's own read (k8s.gateway.KubeCluster.list_hikyosecrets_for_target).
 Until every watch feeding a cache has finished its first list, or once one of them stopped,
 the cache answers "not known" and the caller makes the request as before.
 
@@ -49,11 +56,19 @@ class WorkloadLookup(Protocol):
         ...
 
 
+class ClaimantLookup(Protocol):
+    def lookup(self, namespace: str, target: str) -> tuple[str, ...] | None:
+        """The UIDs of the CRs naming ``target`` in ``namespace``, sorted; None when the
+        answer cannot be vouched for."""
+        ...
+
+
 class ServedReads(Protocol):
     """What ``KubeCluster`` asks before it reads the apiserver (k8s.gateway)."""
 
     instances: InstanceLookup
     workloads: WorkloadLookup
+    claimants: ClaimantLookup
 
 
 class _Fed(Protocol):
@@ -165,6 +180,77 @@ class WorkloadCache:
             return {namespace: len(known) for namespace, known in self._by_namespace.items()}
 
 
+def target_key(namespace: str, target: str) -> str:
+    """One target's key in the index and as published: neither name can hold a "/"."""
+    return f"{namespace}/{target}"
+
+
+def _named_target(obj: dict[str, Any]) -> str | None:
+    spec = obj.get("spec")
+    target = spec.get("target") if isinstance(spec, dict) else None
+    name = target.get("name") if isinstance(target, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return target_key(obj["metadata"].get("namespace", ""), name)
+
+
+class TargetCache:
+    """HikyoSecrets by the target they name, from the CR watch: for each (namespace,
+    ``spec.target.name``) the UIDs naming it. A DELETED event (a relist's too) is matched by
+    UID, since it may carry no spec."""
+
+    def __init__(self) -> None:
+        self.feeds = _Feeds()
+        self._lock = threading.Lock()
+        self._key_of: dict[str, str] = {}  # uid -> target_key
+        # target_key -> its uids, sorted: a tuple, as most hold one (a set of one is 4x larger)
+        self._uids_of: dict[str, tuple[str, ...]] = {}
+        self._listeners: list[Callable[[tuple[str, ...]], None]] = []
+
+    def listen(self, changed: Callable[[tuple[str, ...]], None]) -> None:
+        """``changed`` gets the target keys whose claimants an event changed (the publisher),
+        after the index holds them and before the next handler of the chain runs."""
+        self._listeners.append(changed)
+
+    def on_event(self, kind: str, obj: dict[str, Any], initial: bool) -> None:
+        uid = obj["metadata"]["uid"]
+        key = None if kind == "DELETED" else _named_target(obj)
+        with self._lock:
+            old = self._key_of.get(uid)
+            if old == key:
+                return  # most events: a status write, the target unchanged
+            if old is not None:
+                del self._key_of[uid]
+                left = tuple(u for u in self._uids_of[old] if u != uid)
+                if left:
+                    self._uids_of[old] = left
+                else:
+                    del self._uids_of[old]
+            if key is not None:
+                self._key_of[uid] = key
+                self._uids_of[key] = tuple(sorted((*self._uids_of.get(key, ()), uid)))
+        changed = tuple(k for k in (old, key) if k is not None)
+        for listener in self._listeners:
+            listener(changed)
+
+    def lookup(self, namespace: str, target: str) -> tuple[str, ...] | None:
+        if not self.feeds.ready():
+            return None
+        return self.claimants(target_key(namespace, target))
+
+    def ready(self) -> bool:
+        return self.feeds.ready()
+
+    def claimants(self, key: str) -> tuple[str, ...]:
+        """The UIDs naming the target ``key``, sorted, ready or not (the publisher checks)."""
+        with self._lock:
+            return self._uids_of.get(key, ())
+
+    def snapshot(self) -> dict[str, tuple[str, ...]]:
+        with self._lock:
+            return dict(self._uids_of)
+
+
 def chain(*handlers: OnEvent) -> OnEvent:
     """One watch handler calling each of ``handlers`` in order (the cache before the router)."""
 
@@ -179,15 +265,23 @@ class WatchedReads:
     """The caches one leadership term's watches fill; KubeCluster asks them first."""
 
     INSTANCES = "instances"  # what the instance watch feeds; workload watches name their kind
+    CLAIMANTS = "claimants"  # what the CR watches feed
 
     def __init__(self) -> None:
         self.instances = InstanceCache()
         self.workloads = WorkloadCache()
+        self.claimants = TargetCache()
 
     def handler(self, feeds: str) -> OnEvent:
-        """The cache's handler for a watch that ``feeds`` INSTANCES or a workload kind."""
-        return self.instances.on_event if feeds == self.INSTANCES else self.workloads.feed(feeds)
+        """The cache's handler for a watch that ``feeds`` INSTANCES, CLAIMANTS or a workload
+        kind."""
+        if feeds == self.INSTANCES:
+            return self.instances.on_event
+        if feeds == self.CLAIMANTS:
+            return self.claimants.on_event
+        return self.workloads.feed(feeds)
 
     def fed_by(self, feeds: str, watcher: _Fed) -> None:
         """The cache answers only while ``watcher`` (and the others feeding it) is synced."""
-        (self.instances if feeds == self.INSTANCES else self.workloads).feeds.add(watcher)
+        caches = {self.INSTANCES: self.instances, self.CLAIMANTS: self.claimants}
+        caches.get(feeds, self.workloads).feeds.add(watcher)

@@ -363,7 +363,7 @@ class OperatorProcess:
 
     def _resources(self, router: EventRouter) -> list[tuple[Resource, Any, str]]:
         """Instances cluster-wide; CRs (and, with triggerRollouts, workloads) in the watch list
-        or everywhere, each with its handler and the watch cache it feeds ("" for none).
+        or everywhere, each with its handler and the watch cache it feeds.
         Secrets are never watched (S4.1.1)."""
         # not client.CustomObjectsApi / client.AppsV1Api: see k8s.slim_api
         custom, apps = CustomObjects(self.api_client), AppsV1(self.api_client)
@@ -398,7 +398,7 @@ class OperatorProcess:
                     (GROUP, VERSION, SECRETS_PLURAL),
                     keep,
                 )
-            resources.append((crs, router.on_secret, ""))
+            resources.append((crs, router.on_secret, WatchedReads.CLAIMANTS))
             for kind in workloads:
                 if namespace:
                     lister, args = getattr(apps, f"list_namespaced_{kind}"), (namespace,)

@@ -15,7 +15,9 @@ The leader now publishes what its caches hold to the keyed-queue store (workers.
 - per namespace, how many workloads opt in to some target. A worker lists the namespace's
   workloads only when that count is not 0; with none opted in, the list it would have made is
   empty (``resourceVersion=0`` lists are from the apiserver's watch cache anyway, a moment
-  stale, k8s.gateway.KubeCluster.list_workloads). Stamps never leave the leader.
+  stale, k8s.gateway.KubeCluster.list_workloads). Stamps never leave the leader;
+- per target (``namespace/name``), the UIDs of the CRs naming it: R7's candidates
+  (k8s.watch_cache.TargetCache), names and UIDs only.
 
 It is as fresh as the embedded caches: the leader's watch handler updates its cache, then
 publishes, then lets the router enqueue (``k8s.watch_cache.chain``), so the run an event starts
@@ -37,7 +39,7 @@ from typing import Any
 
 import redis
 
-from k8s.watch_cache import OnEvent, WatchedReads
+from k8s.watch_cache import OnEvent, WatchedReads, target_key
 from workers.engine.ports import Workload
 
 from .queue.published import PublishedStore
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 INSTANCES = "instances"
 WORKLOADS = "workloads"
+CLAIMANTS = "claimants"
 VIEW_TTL_SECONDS = 10.0  # a leader that stops refreshing stops vouching within this
 REFRESH_EVERY_SECONDS = 2.0
 TICK_SECONDS = 1.0
@@ -89,6 +92,11 @@ def without_userinfo(url: str) -> str:
     return f"{url[:start]}{REDACTED_USERINFO}@{authority.rpartition('@')[2]}{url[end:]}"
 
 
+def claimants_text(uids: tuple[str, ...]) -> str | None:
+    """A target's claimants as published: their UIDs, sorted, comma-separated; none is absent."""
+    return ",".join(uids) or None
+
+
 def count_text(count: int) -> str | None:
     """A namespace's opted-in workload count as published; a namespace with none is absent."""
     return str(count) if count > 0 else None
@@ -127,7 +135,7 @@ class ReadsPublisher(threading.Thread):
         self.store, self.stop_event = store, stop
         self.ttl, self.refresh_every = ttl, refresh_every
         self.clock, self.new_token, self.lease_term = clock, new_token, lease_term
-        instances, workloads = reads.instances, reads.workloads
+        instances, workloads, claimants = reads.instances, reads.workloads, reads.claimants
         self.instances = _Part(
             INSTANCES,
             instances.ready,
@@ -140,23 +148,39 @@ class ReadsPublisher(threading.Thread):
             lambda: {ns: str(count) for ns, count in workloads.opted_in_counts().items()},
             lambda namespace: count_text(workloads.opted_in_count(namespace)),
         )
+        self.claimants = _Part(
+            CLAIMANTS,
+            claimants.ready,
+            lambda: {key: ",".join(uids) for key, uids in claimants.snapshot().items()},
+            lambda key: claimants_text(claimants.claimants(key)),
+        )
         self._lock = threading.Lock()  # events and the thread write the same parts
         self._failing: str | None = None  # the error type while Redis refuses, said once
         # This term's number (workers.queue.published), taken at the first publication: the
         # leader Lease's leaseTransitions when ``lease_term`` knows it, else Redis's counter.
         self.term: int | None = None
         self._outranked = False  # a newer term's leader publishes: said once
+        self.parts = (self.instances, self.workloads, self.claimants)
+        # Called only when a CR's target changes (most CR events are status writes).
+        claimants.listen(self._claimants_changed)
 
     # -- the watch side ------------------------------------------------------------------
 
     def handler(self, feeds: str) -> OnEvent:
-        """The handler for a watch that ``feeds`` INSTANCES (WatchedReads.INSTANCES) or a
-        workload kind; chained after the cache's own handler, before the router's."""
+        """The handler for a watch that ``feeds`` INSTANCES (WatchedReads.INSTANCES),
+        CLAIMANTS or a workload kind; chained after the cache's own handler, before the
+        router's. The claimants cache calls the publisher itself (``TargetCache.listen``)."""
+        if feeds == WatchedReads.CLAIMANTS:
+            return lambda kind, obj, initial: None
         if feeds == WatchedReads.INSTANCES:
             return lambda kind, obj, initial: self.changed(self.instances, obj["metadata"]["name"])
         return lambda kind, obj, initial: self.changed(
             self.workloads, obj["metadata"].get("namespace", "")
         )
+
+    def _claimants_changed(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            self.changed(self.claimants, key)
 
     def changed(self, part: _Part, field: str) -> None:
         """Publish ``field`` as the cache holds it now (so events from several watches, in any
@@ -181,29 +205,32 @@ class ReadsPublisher(threading.Thread):
         self.withdraw()
 
     def tick(self) -> None:
-        for part in (self.instances, self.workloads):
+        for part in self.parts:
             with self._lock:
                 try:
-                    self._keep(part)
+                    asked = self._keep(part)
                 except STORE_ERRORS as error:
                     self._fault(error)
                     part.dirty = True
                 else:
-                    self._recovered()
+                    if asked:  # a part that asked nothing cannot tell that Redis is back
+                        self._recovered()
 
-    def _keep(self, part: _Part) -> None:
+    def _keep(self, part: _Part) -> bool:
+        """Publishes, refreshes or withdraws ``part`` as due; True when it asked the store."""
         if self.stop_event.is_set() or not part.ready():  # nor may the workers' reads
-            if part.token is not None:
-                self.store.withdraw(part.name, part.token)
-                part.token = None
-            return
+            if part.token is None:
+                return False
+            self.store.withdraw(part.name, part.token)
+            part.token = None
+            return True
         now = self.clock()
         if part.token is not None and not part.dirty:
             if now - part.refreshed_at < self.refresh_every:
-                return
+                return False
             if self.store.refresh(part.name, part.token, self.ttl):
                 part.refreshed_at = now
-                return
+                return True
             # the pointer names another token (another leader, a store restarted empty)
         if self.term is None:
             lease_term = self.lease_term()
@@ -220,15 +247,16 @@ class ReadsPublisher(threading.Thread):
             if not self._outranked:
                 log.info("a newer leader publishes the watched reads; leaving them to it")
             self._outranked = True
-            return
+            return True
         part.token, part.dirty, part.refreshed_at = token, False, now
         log.info("published the watched %s for the workers (%d entries)", part.name, len(fields))
+        return True
 
     def withdraw(self) -> None:
         """At the end of the term (the stop event set first): workers read the apiserver
         again at once, and no tick in progress publishes after this."""
         with self._lock:
-            for part in (self.instances, self.workloads):
+            for part in self.parts:
                 if part.token is None:
                     continue
                 try:
@@ -283,9 +311,25 @@ class _PublishedWorkloads:
         return [] if known and count is None else None
 
 
+class _PublishedClaimants:
+    def __init__(self, store: PublishedStore) -> None:
+        self.store = store
+
+    def lookup(self, namespace: str, target: str) -> tuple[str, ...] | None:
+        try:
+            known, text = self.store.read(CLAIMANTS, target_key(namespace, target))
+        except STORE_ERRORS as error:
+            log.debug("published claimants not read (%s): listing them", type(error).__name__)
+            return None
+        if not known:
+            return None
+        return tuple(text.split(",")) if text else ()
+
+
 class PublishedReads:
     """A scaled worker's ``KubeCluster.watched`` (k8s.watch_cache.ServedReads)."""
 
     def __init__(self, store: PublishedStore) -> None:
         self.instances = _PublishedInstances(store)
         self.workloads = _PublishedWorkloads(store)
+        self.claimants = _PublishedClaimants(store)

@@ -5,18 +5,31 @@ A list without a resourceVersion is a consistent read: the apiserver serves it f
 cache only once that cache has confirmed etcd's newest revision, which after a write to any
 other resource waits for a progress notification (~95 ms here, most of a first sync's time:
 ``bench/reconcile_cost.py``). The apiserver counts those reads in
-``apiserver_watch_cache_consistent_read_total``, which tells the two kinds apart."""
+``apiserver_watch_cache_consistent_read_total``, which tells the two kinds apart.
+
+A CR that already delivered and that the leader's CR watch holds alone under its target is
+decided without the list (issue 37), here with a real watch of a real apiserver."""
 
 from __future__ import annotations
 
 import re
+import threading
+from typing import Any
 
 from kubernetes import client
 
 from k8s.gateway import KubeCluster
+from k8s.slim_api import CustomObjects
+from k8s.watch import Resource, Watcher
+from k8s.watch_cache import WatchedReads
 from tests.support.factories import GROUP, VERSION, make_hikyosecret
 from tests.support.kube import get_raw
 from tests.support.waiting import wait_for
+from tests.unit.decide_fixtures import SETTINGS
+from workers.engine.observe import _Reader
+from workers.engine.observed import Observed
+from workers.engine.plan import Read
+from workers.queue.memory import MemoryQueue
 
 _CONSISTENT_READS = re.compile(
     r'^apiserver_watch_cache_consistent_read_total\{[^}]*group="hikyo\.dev"[^}]*'
@@ -101,3 +114,63 @@ def test_a_revision_the_apiserver_has_not_reached_falls_back_to_the_consistent_l
     listed = cluster.list_hikyosecrets_for_target(namespace, "shared-env", ahead)
     assert _names(listed) == {"first", "second"}
     assert _consistent_hikyosecret_reads(api_client) >= before + 1
+
+
+class _ListCounting(KubeCluster):
+    def __init__(self, api_client: client.ApiClient) -> None:
+        super().__init__(api_client)
+        self.lists = 0
+
+    def list_hikyosecrets_for_target(
+        self, namespace: str, target: str, not_older_than: str
+    ) -> list[dict[str, Any]]:
+        self.lists += 1
+        return super().list_hikyosecrets_for_target(namespace, target, not_older_than)
+
+
+def _claimants(cluster: KubeCluster, namespace: str, name: str) -> set[str]:
+    """R7's read for the CR ``name`` as a reconcile makes it: its R0 read, then CLAIMANTS."""
+    cr = cluster.get_hikyosecret(namespace, name)
+    assert cr is not None
+    reader = _Reader(cluster, MemoryQueue(), SETTINGS, lambda instance: None)  # type: ignore[arg-type]
+    observed = reader.read(Observed(namespace, name, cr=cr), Read.CLAIMANTS)
+    assert isinstance(observed.claimants, list)
+    return _names(observed.claimants)
+
+
+def test_an_established_sole_claimant_is_decided_by_the_watch_and_a_second_one_lists_again(
+    api_client, crds, namespace
+):
+    _claimants_world(api_client, namespace)
+    cluster = _ListCounting(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    status = {"status": {"managedSecretUID": "uid-of-other-env", "lifecycle": "Synced"}}
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "hikyosecrets", "third", status
+    )
+    stop, watched = threading.Event(), WatchedReads()
+    lister = CustomObjects(api_client).list_namespaced_custom_object
+    crs = Resource("hikyosecrets", lister, (GROUP, VERSION, namespace, "hikyosecrets"))
+    watcher = Watcher(
+        api_client, crs, watched.handler(WatchedReads.CLAIMANTS), stop, timeout_seconds=5
+    )
+    watched.fed_by(WatchedReads.CLAIMANTS, watcher)
+    watcher.start()
+    try:
+        wait_for(watched.claimants.ready, timeout=30, what="the CR watch's first list")
+        cluster.watched = watched
+        assert _claimants(cluster, namespace, "third") == {"third"}
+        assert cluster.lists == 0  # delivered, alone on other-env: no list
+        assert _claimants(cluster, namespace, "first") == {"first", "second"}
+        assert cluster.lists == 1  # never delivered (and contested): listed
+
+        # target.name is immutable (S1.3): a newer CR naming it is how a target gets contested
+        body = make_hikyosecret("fourth", target={"name": "other-env"})
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "hikyosecrets", body)
+        wait_for(lambda: len(cluster.indexed_claimants(namespace, "other-env") or ()) == 2,
+                 timeout=30, what="the new CR in the CR watch")  # fmt: skip
+        assert _claimants(cluster, namespace, "third") == {"third", "fourth"}
+        assert cluster.lists == 2  # contested now: listed
+    finally:
+        stop.set()
+        watcher.join(timeout=30)

@@ -1,7 +1,7 @@
 """Scaled mode's published watched reads (workers/published_reads.py, workers/queue/published.py;
 issue 13) on a real Redis: a worker trusts only what a live leader vouches for, an event is
 visible before the router could enqueue its run, a leader that stops (or loses the pointer to
-another) stops vouching, and nothing but instances and counts is stored."""
+another) stops vouching, and nothing but instances, counts and R7's claimant UIDs is stored."""
 
 from __future__ import annotations
 
@@ -19,10 +19,16 @@ from k8s.watch_cache import WatchedReads
 from localcluster.ports import free_port
 from tests.support.operator_harness import dump_redis
 from tests.support.waiting import wait_for
-from tests.support.watch_fakes import FakeWatcher, instance_object
+from tests.support.watch_fakes import FakeWatcher, hikyosecret_object, instance_object
 from workers.engine.errors import InvalidBaseUrl
 from workers.engine.ports import DEPLOYMENT
-from workers.published_reads import INSTANCES, WORKLOADS, PublishedReads, ReadsPublisher
+from workers.published_reads import (
+    CLAIMANTS,
+    INSTANCES,
+    WORKLOADS,
+    PublishedReads,
+    ReadsPublisher,
+)
 from workers.queue.lag import ScheduleLag
 from workers.queue.memory import MemoryQueue
 from workers.queue.published import PublishedStore
@@ -52,8 +58,10 @@ class Leader:
     def __init__(self, store: PublishedStore, **publisher_options) -> None:
         self.reads = WatchedReads()
         self.instance_watch, self.deployment_watch = FakeWatcher(), FakeWatcher()
+        self.cr_watch = FakeWatcher()
         self.reads.fed_by(WatchedReads.INSTANCES, self.instance_watch)
         self.reads.fed_by(DEPLOYMENT, self.deployment_watch)
+        self.reads.fed_by(WatchedReads.CLAIMANTS, self.cr_watch)
         self.stop = threading.Event()
         self.publisher = ReadsPublisher(store, self.reads, self.stop, **publisher_options)
 
@@ -65,6 +73,10 @@ class Leader:
     def deployment_event(self, kind: str, obj: dict) -> None:
         self.reads.handler(DEPLOYMENT)(kind, obj, False)
         self.publisher.handler(DEPLOYMENT)(kind, obj, False)
+
+    def cr_event(self, kind: str, obj: dict) -> None:
+        self.reads.handler(WatchedReads.CLAIMANTS)(kind, obj, False)
+        self.publisher.handler(WatchedReads.CLAIMANTS)(kind, obj, False)
 
 
 @pytest.fixture
@@ -267,6 +279,35 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
     assert worker.instances.lookup("main") == (False, None)  # withdrawn as the term ended
 
 
+def test_a_crs_target_is_published_as_it_changes_and_a_status_write_writes_nothing(
+    store: PublishedStore, worker: PublishedReads, monkeypatch
+):
+    """R7's candidates (issue 37): a worker sees each CR under the target it names, in the
+    handler, before the router could enqueue the run the event starts."""
+    leader = Leader(store)
+    leader.cr_event("ADDED", hikyosecret_object("first", "uid-a", "app-env"))
+    assert worker.claimants.lookup("team", "app-env") is None  # not published yet
+    leader.publisher.tick()
+    assert worker.claimants.lookup("team", "app-env") == ("uid-a",)
+    assert worker.claimants.lookup("team", "other-env") == ()
+    leader.cr_event("ADDED", hikyosecret_object("second", "uid-b", "app-env"))  # no tick
+    assert worker.claimants.lookup("team", "app-env") == ("uid-a", "uid-b")
+    leader.cr_event("MODIFIED", hikyosecret_object("second", "uid-b", "other-env"))
+    assert worker.claimants.lookup("team", "app-env") == ("uid-a",)
+    assert worker.claimants.lookup("team", "other-env") == ("uid-b",)
+    puts: list[str] = []
+    monkeypatch.setattr(store, "put", lambda part, token, field, value: puts.append(field))
+    status_write = {**hikyosecret_object("first", "uid-a", "app-env"), "status": {"keyCount": 2}}
+    leader.cr_event("MODIFIED", status_write)
+    assert puts == []
+    monkeypatch.undo()
+    leader.cr_event("DELETED", hikyosecret_object("first", "uid-a", "app-env"))
+    assert worker.claimants.lookup("team", "app-env") == ()
+    leader.cr_watch.alive = False
+    leader.publisher.tick()
+    assert worker.claimants.lookup("team", "other-env") is None  # withdrawn
+
+
 def test_a_watch_that_stops_withdraws_its_part(store: PublishedStore, worker: PublishedReads):
     leader = Leader(store)
     leader.instance_event("ADDED", _instance("main"))
@@ -367,15 +408,18 @@ def test_a_refresh_that_finds_another_token_takes_the_part_back(
     assert worker.instances.lookup("main")[1]["metadata"]["name"] == "main"
 
 
-def test_redis_holds_instances_and_counts_never_a_stamp(
+def test_redis_holds_instances_counts_and_claimants_never_a_stamp(
     store: PublishedStore, redis_server, redis_client: redis.Redis, prefix: str
 ):
     leader = Leader(store)
     leader.instance_event("ADDED", _instance("main"))
     leader.deployment_event("ADDED", _deployment("web", "team", opt_in="app-env"))
+    leader.cr_event("ADDED", {**hikyosecret_object("first", "uid-a", "app-env"),
+                              "status": {"stamp": STAMP_CANARY}})  # fmt: skip
     leader.publisher.tick()
     raw = dump_redis(redis_server.url)
     assert f"{prefix}:view:{WORKLOADS}" in raw and "https://hikyo.example" in raw
+    assert f"{prefix}:view:{CLAIMANTS}" in raw and "team/app-env" in raw and "uid-a" in raw
     assert STAMP_CANARY not in raw and "managedFields" not in raw
 
 

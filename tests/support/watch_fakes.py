@@ -27,3 +27,13 @@ def instance_object(name: str, uid: str = "i-1", **metadata: Any) -> dict[str, A
         "metadata": {"name": name, "uid": uid, **metadata},
         "spec": {"url": "https://hikyo.example", "audience": "hikyo"},
     }
+
+
+def hikyosecret_object(name: str, uid: str, target: str, namespace: str = "team") -> dict[str, Any]:
+    """A HikyoSecret as a watch delivers it, with what the claimant index reads."""
+    return {
+        "apiVersion": "hikyo.dev/v1alpha1",
+        "kind": "HikyoSecret",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "spec": {"target": {"name": target}},
+    }

@@ -1,6 +1,6 @@
-"""The leader's watch caches (k8s/watch_cache.py, issue 13): HikyoInstances and opted-in
-workloads answer a reconcile's reads only while every watch feeding them has listed and still
-runs; otherwise the gateway makes the request as before."""
+"""The leader's watch caches (k8s/watch_cache.py, issues 13 and 37): HikyoInstances, opted-in
+workloads and R7's claimants per target answer a reconcile's reads only while every watch
+feeding them has listed and still runs; otherwise the gateway makes the request as before."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kubernetes import client
 
 from k8s.gateway import KubeCluster
 from k8s.watch_cache import WatchedReads, chain
-from tests.support.watch_fakes import FakeWatcher, instance_object
+from tests.support.watch_fakes import FakeWatcher, hikyosecret_object, instance_object
 from workers.engine.ports import DEPLOYMENT, STATEFUL_SET
 
 
@@ -138,3 +138,45 @@ def test_chain_calls_the_cache_before_the_router():
     )
     handler("ADDED", {}, False)
     assert calls == ["cache ADDED", "router ADDED"]
+
+
+def test_the_claimant_index_follows_adds_retargets_and_deletes_once_the_watch_listed():
+    watched = WatchedReads()
+    watcher = FakeWatcher(synced=False)
+    watched.fed_by(WatchedReads.CLAIMANTS, watcher)
+    feed = watched.handler(WatchedReads.CLAIMANTS)
+    changed: list[tuple[str, ...]] = []
+    watched.claimants.listen(changed.append)
+    second = hikyosecret_object("second", "uid-b", "app-env")
+    feed("ADDED", second, True)
+    assert watched.claimants.lookup("team", "app-env") is None  # not listed yet
+    watcher.synced.set()
+    feed("ADDED", hikyosecret_object("first", "uid-a", "app-env"), False)
+    assert watched.claimants.lookup("team", "app-env") == ("uid-a", "uid-b")
+    assert watched.claimants.lookup("other-team", "app-env") == ()  # per namespace
+    feed("MODIFIED", {**second, "status": {"lifecycle": "Synced"}}, False)  # a status write
+    feed("MODIFIED", hikyosecret_object("second", "uid-b", "other-env"), False)  # a retarget
+    assert watched.claimants.lookup("team", "app-env") == ("uid-a",)
+    assert watched.claimants.lookup("team", "other-env") == ("uid-b",)
+    # a relist's DELETED carries the metadata only
+    feed("DELETED", {"metadata": {"name": "first", "namespace": "team", "uid": "uid-a"}}, True)
+    assert watched.claimants.lookup("team", "app-env") == ()
+    assert changed == [
+        ("team/app-env",),
+        ("team/app-env",),
+        ("team/app-env", "team/other-env"),  # the status write changed no target
+        ("team/app-env",),
+    ]
+    watcher.alive = False
+    assert watched.claimants.lookup("team", "other-env") is None
+
+
+def test_the_gateway_asks_the_claimant_index_only_while_a_watch_vouches():
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    assert cluster.indexed_claimants("team", "app-env") is None  # no watch: the caller lists
+    watched = WatchedReads()
+    watched.fed_by(WatchedReads.CLAIMANTS, FakeWatcher())
+    feed = watched.handler(WatchedReads.CLAIMANTS)
+    feed("ADDED", hikyosecret_object("a", "uid-a", "app-env"), True)
+    cluster.watched = watched
+    assert cluster.indexed_claimants("team", "app-env") == ("uid-a",)

@@ -137,6 +137,9 @@ class ClusterReads(Protocol):
     def request_token(
         self, namespace: str, service_account: str, audience: str, seconds: int
     ) -> str: ...
+    # R7's candidates from the leader's watch index: the UIDs naming the target; None when no
+    # watch vouches for them.
+    def indexed_claimants(self, namespace: str, target: str) -> tuple[str, ...] | None: ...
     # R7: the same-target CRs, at least as new as the CR's own R0 read (its resourceVersion).
     def list_hikyosecrets_for_target(
         self, namespace: str, target: str, not_older_than: str
