@@ -413,7 +413,9 @@ NOTES = {
         "P9: every CR resyncInterval 10 s (S4.16's least), so the due queue never empties; after "
         "the cold start and until every CR is Synced=Current, one window with the bench idle: "
         "capacity = reconcile runs ending in it (the runner's run lines) a second; needed = "
-        "N / 300 s; CPU by process from /proc (kube-apiserver and etcd included)."
+        "N / 300 s; the window is S7.4's heartbeat period (5 min), so it holds every CR's "
+        "heartbeat once, as a steady state does; CPU by process from /proc (kube-apiserver and "
+        "etcd included)."
     ),
     "p7": (
         "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "
@@ -480,6 +482,17 @@ def p8_rows(p8: dict[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def _report_rate(run: dict[str, Any]) -> str:
+    """The window's reports a second against the heartbeats a steady state sends (one per CR
+    per P, S7.4), when the run recorded both."""
+    if "heartbeats_needed_per_second" not in run:
+        return ""
+    return (
+        f", {run['reports_per_second']:g}/s against "
+        f"{run['heartbeats_needed_per_second']:g}/s of heartbeats"
+    )
+
+
 def p9_rows(p9: dict[str, Any]) -> list[list[str]]:
     rows = []
     for run in p9.get("runs", []):
@@ -495,7 +508,7 @@ def p9_rows(p9: dict[str, Any]) -> list[list[str]]:
                 "unchanged resyncs a second, queue saturated (capacity); needed for a 5-minute "
                 "resync of N",
                 f"{run['runs_per_second']:g}/s ({run['fetches']:,} fetches, "
-                f"{run.get('reports', 0):,} status reports); "
+                f"{run.get('reports', 0):,} status reports{_report_rate(run)}); "
                 f"needed {run['needed_per_second']:g}/s",
                 f"capacity ÷ needed ≥ {CAPACITY_BOUND:g} (issue 37)",
                 f"{fmt_ratio(capacity)}: "

@@ -37,6 +37,7 @@ from bench.tracking import (
     watch_events,
 )
 from bench.world import NAMESPACES, create_world, floor, key_items, ready_count
+from workers.engine.reports import heartbeat_period
 
 P1_WORKERS = (0, 2, 4)  # 0: embedded
 P4_WORKERS = (0, 2)  # a P4 run of its own: embedded and the chart's default of 2 workers
@@ -51,7 +52,11 @@ REPORTS_POLL_SECONDS = 0.2
 SECRETS = "/api/v1/secrets"
 JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
 CAPACITY_RESYNC_SECONDS = 10  # S4.16's least resyncInterval: more due than any operator runs
-CAPACITY_WINDOW_SECONDS = 60.0
+# As long as S7.4's heartbeat period P at that resync (5 min), so every CR's heartbeat falls in
+# the window once, as in a steady state. A 60 s window sampled the heartbeats' phase after the
+# cold start instead: once runs came faster than one per CR per P, it held about half of them
+# (issue 37).
+CAPACITY_WINDOW_SECONDS = heartbeat_period(CAPACITY_RESYNC_SECONDS)
 CAPACITY_TARGET_RESYNC_SECONDS = 300  # issue 37: the 5-minute resync the capacity is set against
 
 
@@ -546,12 +551,15 @@ def capacity_window(side: Side, window: float) -> dict[str, Any]:
     count = len(runs)
     per_second = count / elapsed
     needed = side.n / CAPACITY_TARGET_RESYNC_SECONDS
+    heartbeats = side.n / heartbeat_period(CAPACITY_RESYNC_SECONDS)
     return {
         "window_seconds": round(elapsed, 1),
         "runs": count,
         "outcomes": dict(Counter(outcome for *_, outcome in runs).most_common()),
         "fetches": fetches,
         "reports": reports,  # status reports the devserver answered (S7): they share the pace
+        "reports_per_second": round(reports / elapsed, 1),
+        "heartbeats_needed_per_second": round(heartbeats, 1),  # one per CR per P (S7.4)
         "runs_per_second": round(per_second, 1),
         "needed_per_second": round(needed, 1),
         "capacity_to_needed": ratio(per_second, needed),

@@ -353,3 +353,6 @@ def test_p9_rows_set_capacity_against_what_a_five_minute_resync_needs():
     assert "kube-apiserver 9.5, run_operator 8" in text
     short = report.p9_rows({"n": 20000, "runs": [{**run, "capacity_to_needed": 1.49}]})
     assert short[0][-1] == "1.49\u00d7: NOT met"
+    rates = {"reports_per_second": 32.5, "heartbeats_needed_per_second": 66.7}
+    with_rates = report.p9_rows({"n": 20000, "runs": [{**run, **rates}]})
+    assert "120 status reports, 32.5/s against 66.7/s of heartbeats); needed" in with_rates[0][2]
