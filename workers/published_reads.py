@@ -151,7 +151,7 @@ class ReadsPublisher(threading.Thread):
         self.claimants = _Part(
             CLAIMANTS,
             claimants.ready,
-            lambda: {key: ",".join(uids) for key, uids in claimants.snapshot().items()},
+            lambda: {key: claimants_text(uids) or "" for key, uids in claimants.snapshot().items()},
             lambda key: claimants_text(claimants.claimants(key)),
         )
         self._lock = threading.Lock()  # events and the thread write the same parts
