@@ -413,9 +413,10 @@ NOTES = {
         "P9: every CR resyncInterval 10 s (S4.16's least), so the due queue never empties; after "
         "the cold start and until every CR is Synced=Current, one window with the bench idle: "
         "capacity = reconcile runs ending in it (the runner's run lines) a second; needed = "
-        "N / 300 s; the window is S7.4's heartbeat period (5 min), so it holds every CR's "
-        "heartbeat once, as a steady state does; CPU by process from /proc (kube-apiserver and "
-        "etcd included)."
+        "N / 300 s; the window is S7.4's heartbeat period (5 min), in which a steady state "
+        "sends every CR's heartbeat once, and the row says how many it held (a saturated queue "
+        "holds back the heartbeats that cannot ride on a run); CPU by process from /proc "
+        "(kube-apiserver and etcd included)."
     ),
     "p7": (
         "P7: apiserver_request_total deltas over the embedded cold start divided by N, Leases "

@@ -52,10 +52,9 @@ REPORTS_POLL_SECONDS = 0.2
 SECRETS = "/api/v1/secrets"
 JITTER_MAX = 1.1  # a resync comes after resyncInterval times [0.9, 1.1] (S4.16)
 CAPACITY_RESYNC_SECONDS = 10  # S4.16's least resyncInterval: more due than any operator runs
-# As long as S7.4's heartbeat period P at that resync (5 min), so every CR's heartbeat falls in
-# the window once, as in a steady state. A 60 s window sampled the heartbeats' phase after the
-# cold start instead: once runs came faster than one per CR per P, it held about half of them
-# (issue 37).
+# As long as S7.4's heartbeat period P at that resync (5 min), in which a steady state sends
+# every CR's heartbeat once; the row prints how many the window held. A 60 s window sampled
+# the heartbeats' phase after the cold start instead (issue 37).
 CAPACITY_WINDOW_SECONDS = heartbeat_period(CAPACITY_RESYNC_SECONDS)
 CAPACITY_TARGET_RESYNC_SECONDS = 300  # issue 37: the 5-minute resync the capacity is set against
 
