@@ -262,7 +262,12 @@ class OperatorProcess:
         watched = WatchedReads()
         publisher = self._reads_publisher(watched, leading)
         self.watchers = []
+        # The claimant index costs the leader memory per CR: kept only where something reads
+        # it (embedded reconciles, or the workers through the publisher; not a shard's leader).
+        serves_claimants = self.send_task is None or publisher is not None
         for resource, handler, feeds in self._resources(self.router):
+            if feeds == WatchedReads.CLAIMANTS and not serves_claimants:
+                feeds = ""
             if feeds:  # the cache, then what is published from it, then the router
                 published = [publisher.handler(feeds)] if publisher is not None else []
                 handler = chain(watched.handler(feeds), *published, handler)

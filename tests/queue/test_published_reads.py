@@ -214,6 +214,7 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
     from workers import dispatcher, operator_process
 
     seen: list[tuple[bool, dict | None]] = []
+    claimed: list[tuple[str, ...] | None] = []
     watches: dict[str, Any] = {}
 
     class RecordingRouter:
@@ -223,7 +224,10 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
         def on_instance(self, kind: str, obj: dict, initial: bool) -> None:
             seen.append(worker.instances.lookup(obj["metadata"]["name"]))
 
-        on_secret = on_workload = on_instance
+        def on_secret(self, kind: str, obj: dict, initial: bool) -> None:
+            claimed.append(worker.claimants.lookup("team", obj["spec"]["target"]["name"]))
+
+        on_workload = on_instance
 
     class ListedWatch(FakeWatcher):
         def __init__(self, api_client: Any, resource: Any, handler: Any, stop: Any) -> None:
@@ -271,8 +275,12 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
         wait_for(lambda: worker.instances.lookup("main") == (True, None), timeout=10,
                  interval=0.05, what="the first publication of the listed instances")  # fmt: skip
         watches["hikyoinstances"].handler("ADDED", _instance("main"), False)
+        wait_for(lambda: worker.claimants.lookup("team", "app-env") == (), timeout=10,
+                 interval=0.05, what="the first publication of the claimants")  # fmt: skip
+        watches["hikyosecrets"].handler("ADDED", hikyosecret_object("a", "uid-a", "app-env"), False)
     finally:
         process.stop()
+    assert claimed == [("uid-a",)]  # the CR watch feeds the index, published before the router
     assert len(seen) == 1
     known, instance = seen[0]
     assert known and instance is not None and instance["metadata"]["uid"] == "i-1"
