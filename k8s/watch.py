@@ -75,6 +75,9 @@ class Watcher(threading.Thread):
         self.known: dict[str, Tombstone] = {}  # uid -> the last object seen, reduced
         self.synced = threading.Event()  # set after the first complete list
         self.relists = 0
+        # True while a list's pages are handed out: they come in name order, not creation
+        # order, so an index built from events is not in creation order until the list ends.
+        self.listing = False
 
     def run(self) -> None:
         delay = RECONNECT_MIN
@@ -107,6 +110,13 @@ class Watcher(threading.Thread):
                 resource_version = None  # relist: we may have missed events
 
     def _relist(self) -> str:
+        self.listing = True
+        try:
+            return self._list_all()
+        finally:
+            self.listing = False
+
+    def _list_all(self) -> str:
         seen: dict[str, Tombstone] = {}
         continue_token: str | None = None
         while True:

@@ -12,10 +12,10 @@ and three workload lists. Those reads may be served from the watch:
   reduced records (k8s.workloads.workload_from), opted-in workloads only, nothing else.
 
 - which CRs name each target (R7's candidates, the index S4.2 describes for older clusters):
-  a CR that already delivered (``status.managedSecretUID``) and is the only one the index
-  holds for its target skips R7's list, on every Kubernetes version (issue 37: at 2,000 CRs a
-  namespace that list was 40 % of the apiserver's CPU in an unchanged resync). A first sync,
-  a contested target, or a CR the index does not yet hold under its target still lists
+  a CR that is the only one the index holds for its target skips R7's list, on every
+  Kubernetes version (issue 37: at 2,000 CRs a namespace that list was 40 % of the apiserver's
+  CPU in an unchanged resync, and one of 7 requests of a first sync). A contested target, a
+  CR the index does not hold yet, or an index between a relist's pages still lists
   (workers.engine.observe).
 
 The uncached reads the spec demands (the CR, the credential, the target, the stamp root, the
@@ -75,6 +75,7 @@ class _Fed(Protocol):
     """A watch as the cache sees it: whether its first list is complete, whether it runs."""
 
     synced: threading.Event
+    listing: bool  # a list's pages are being handed out (k8s.watch.Watcher)
 
     def is_alive(self) -> bool: ...
 
@@ -91,6 +92,11 @@ class _Feeds:
     def ready(self) -> bool:
         watchers = self._watchers
         return bool(watchers) and all(w.synced.is_set() and w.is_alive() for w in watchers)
+
+    def in_creation_order(self) -> bool:
+        """Ready, and no watch is between a list's pages: every event so far came in
+        resourceVersion order (a list's items come in name order)."""
+        return self.ready() and not any(w.listing for w in self._watchers)
 
 
 class InstanceCache:
@@ -234,12 +240,15 @@ class TargetCache:
             listener(changed)
 
     def lookup(self, namespace: str, target: str) -> tuple[str, ...] | None:
-        if not self.feeds.ready():
+        if not self.ready():
             return None
         return self.claimants(target_key(namespace, target))
 
     def ready(self) -> bool:
-        return self.feeds.ready()
+        """Answers only while the index holds the CRs in the order they were created (R7's
+        use of it rests on that, workers.engine.observe): not before the first list ends,
+        nor while a relist hands out its pages."""
+        return self.feeds.in_creation_order()
 
     def claimants(self, key: str) -> tuple[str, ...]:
         """The UIDs naming the target ``key``, sorted, ready or not (the publisher checks)."""

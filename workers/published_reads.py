@@ -179,8 +179,16 @@ class ReadsPublisher(threading.Thread):
         )
 
     def _claimants_changed(self, keys: tuple[str, ...]) -> None:
+        part = self.claimants
+        if not part.ready():
+            # A relist's page: published alone, a new CR could be seen before an older one of
+            # a later page. No write until the tick withdraws the part and, the list done,
+            # writes it whole; meanwhile workers read the hash as it was before the relist.
+            with self._lock:
+                part.dirty = True
+            return
         for key in keys:
-            self.changed(self.claimants, key)
+            self.changed(part, key)
 
     def changed(self, part: _Part, field: str) -> None:
         """Publish ``field`` as the cache holds it now (so events from several watches, in any

@@ -316,6 +316,25 @@ def test_a_crs_target_is_published_as_it_changes_and_a_status_write_writes_nothi
     assert worker.claimants.lookup("team", "other-env") is None  # withdrawn
 
 
+def test_claimants_changed_by_a_relist_are_not_published_until_it_ends(
+    store: PublishedStore, worker: PublishedReads
+):
+    """A relist's pages come in name order: a new CR of an early page published before an
+    older one of a later page could win R7 without its list. The hash stays as it was, then
+    is withdrawn, then written whole once the list ends."""
+    leader = Leader(store)
+    leader.cr_event("ADDED", hikyosecret_object("first", "uid-a", "app-env"))
+    leader.publisher.tick()
+    leader.cr_watch.listing = True
+    leader.cr_event("ADDED", hikyosecret_object("new", "uid-b", "app-env"))
+    assert worker.claimants.lookup("team", "app-env") == ("uid-a",)  # as before the relist
+    leader.publisher.tick()
+    assert worker.claimants.lookup("team", "app-env") is None  # withdrawn while it lists
+    leader.cr_watch.listing = False
+    leader.publisher.tick()
+    assert worker.claimants.lookup("team", "app-env") == ("uid-a", "uid-b")
+
+
 def test_a_watch_that_stops_withdraws_its_part(store: PublishedStore, worker: PublishedReads):
     leader = Leader(store)
     leader.instance_event("ADDED", _instance("main"))

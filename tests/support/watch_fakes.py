@@ -14,6 +14,7 @@ class FakeWatcher:
         if synced:
             self.synced.set()
         self.alive = alive
+        self.listing = False
 
     def is_alive(self) -> bool:
         return self.alive

@@ -1,7 +1,6 @@
 """R7's read (workers.engine.observe): the same-target list is asked for at least as new as the
 CR's own R0 read, its resourceVersion (k8s.gateway makes it a NotOlderThan list, issue 13);
-a CR that already delivered and that the leader's index holds alone under its target is
-decided without it (issue 37)."""
+a CR that the leader's index holds alone under its target is decided without it (issue 37)."""
 
 from __future__ import annotations
 
@@ -46,15 +45,15 @@ def test_the_same_target_list_is_asked_for_at_the_crs_own_revision():
 @pytest.mark.parametrize(
     "delivered, indexed, lists",
     [
-        (True, (CR_UID,), False),  # established, alone: the index decides
-        (False, (CR_UID,), True),  # a first sync always lists
+        (True, (CR_UID,), False),  # alone in the index: it decides
+        (False, (CR_UID,), False),  # a first sync too (the index is in creation order)
         (True, ("uid-other",), True),  # the index does not hold this CR (yet)
         (True, ("uid-0-older", CR_UID), True),  # contested
         (True, (), True),
-        (True, None, True),  # no watch vouches
+        (False, None, True),  # no watch vouches
     ],
 )
-def test_the_leader_s_index_replaces_the_list_only_for_an_established_sole_claimant(
+def test_the_leader_s_index_replaces_the_list_only_for_a_sole_indexed_claimant(
     delivered, indexed, lists
 ):
     status = {"managedSecretUID": "secret-uid"} if delivered else {}

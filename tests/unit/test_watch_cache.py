@@ -4,6 +4,8 @@ feeding them has listed and still runs; otherwise the gateway makes the request 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubernetes import client
 
 from k8s.gateway import KubeCluster
@@ -180,3 +182,32 @@ def test_the_gateway_asks_the_claimant_index_only_while_a_watch_vouches():
     feed("ADDED", hikyosecret_object("a", "uid-a", "app-env"), True)
     cluster.watched = watched
     assert cluster.indexed_claimants("team", "app-env") == ("uid-a",)
+
+
+def test_the_claimant_index_answers_nothing_while_a_relist_hands_out_its_pages():
+    """A list's pages come in name order, not creation order: the index that R7 trusts to
+    hold every earlier CR (workers.engine.observe) says nothing until the list ends."""
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    from k8s.watch import Resource, Watcher
+
+    watched = WatchedReads()
+    answers: list[tuple[str, ...] | None] = []
+
+    def listed(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        answers.append(watched.claimants.lookup("team", "app-env"))  # mid-list
+        items = [hikyosecret_object("a", "uid-a", "app-env")]
+        body = {"kind": "HikyoSecretList", "items": items, "metadata": {"resourceVersion": "7"}}
+        return SimpleNamespace(data=json.dumps(body).encode())
+
+    feed = watched.handler(WatchedReads.CLAIMANTS)
+    watcher = Watcher(None, Resource("hikyosecrets", listed), feed, threading.Event())
+    watched.fed_by(WatchedReads.CLAIMANTS, watcher)
+    watcher.synced.set()  # as after a first list: this is a relist
+    watcher.is_alive = lambda: True  # type: ignore[method-assign]  # not started: no thread
+    assert watched.claimants.lookup("team", "app-env") == ()
+    watcher._relist()
+    assert answers == [None]
+    assert watched.claimants.lookup("team", "app-env") == ("uid-a",)

@@ -105,7 +105,7 @@ class _Reader:
             account = spec.credential_service_account or ""
             return {"service_account": cluster.get_service_account(spec.namespace, account)}
         if read is Read.CLAIMANTS:
-            if _sole_established_claimant(cluster, observed, spec):
+            if _sole_indexed_claimant(cluster, spec):
                 return {"claimants": [observed.cr]}
             read_at = observed.metadata.get("resourceVersion") or ""
             claimants = cluster.list_hikyosecrets_for_target(
@@ -152,21 +152,21 @@ class _Reader:
         )
 
 
-def _sole_established_claimant(cluster: Cluster, observed: Observed, spec: SecretSpec) -> bool:
+def _sole_indexed_claimant(cluster: Cluster, spec: SecretSpec) -> bool:
     """R7 by the leader's watch index (S4.2's path for clusters without selectable fields,
-    taken on every version, issue 37): a CR that already delivered
-    (``status.managedSecretUID``) and that the index holds alone under its target wins
-    without the list. Anything else lists: a first sync, a second claimant, an index that
-    does not hold this CR (yet), or no index at all (a shard's worker, a leader whose watches
-    have not listed).
+    taken on every version, issue 37): a CR that the index holds alone under its target wins
+    without the list. Anything else lists: a second claimant, an index that does not hold
+    this CR (yet), or no index to ask (a shard's worker, a leader whose watch has not listed
+    or is between a relist's pages).
 
-    Sound because ``target.name`` is immutable (S1.3.2): a watch brings one namespace's CRs
-    in the order they were created, so an index that holds this CR holds every CR created
-    before it. One it does not hold yet is newer: it wins R7 only by a tie of the
-    one-second ``creationTimestamp``, as it could against a list made a moment earlier, and
-    its own run lists, as does this CR's next run once the index holds it."""
-    if not observed.status.get("managedSecretUID"):
-        return False
+    Sound because ``target.name`` is immutable (S1.3.2) and the index answers only while it
+    holds the CRs in the order they were created (events in resourceVersion order, not a
+    list's pages in name order): an index that holds this CR then holds every CR created
+    before it, and only those can win R7. One it does not hold yet is newer: it wins only by
+    a tie of the one-second ``creationTimestamp``, as it could against a list made a moment
+    earlier; its own run lists, and so does this CR's next run once the index holds both.
+    S4.2 also lists for a CR without ``status.managedSecretUID``; the order makes that list
+    redundant, and it was one of a first sync's 7 requests."""
     return cluster.indexed_claimants(spec.namespace, spec.target_name) == (spec.uid,)
 
 
