@@ -178,6 +178,19 @@ def p2_rows(p2: dict[str, Any]) -> list[list[str]]:
             "—",
             "—",
         ],
+        *(
+            [
+                [
+                    where,
+                    "share of all cores busy in the window (every process, heartbeats included)",
+                    fmt_count(p2["cores_busy"]),
+                    "—",
+                    "—",
+                ]
+            ]
+            if p2.get("cores_busy") is not None
+            else []
+        ),
         [
             where,
             "CRs not fetched in the window",

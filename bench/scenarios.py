@@ -464,11 +464,13 @@ def p2_period(side: Side, period: float) -> dict[str, Any]:
     assert side.tracker is not None
     window = period * JITTER_MAX
     uids = side.tracker.uids()
+    cpu_before = CpuSnapshot(side.fleet.cpu_roots())
     window_start, started, seen = time.time(), time.monotonic(), len(side.hikyo.requests)
     measured, fetched = measure_period(
         side.api, side.hikyo, window, lambda r: r.method == "GET" and r.path.endswith("/delivery")
     )
     window_end = time.time()
+    cpu = CpuSnapshot(side.fleet.cpu_roots()).since(cpu_before)
     reports = reports_answered(side.hikyo, seen)
     # a WATCH of the bench's tracker that ended in the window is the bench's, not the operator's
     measured["apiserver_requests_total"] -= side.tracker.watches_ended_between(
@@ -484,6 +486,10 @@ def p2_period(side: Side, period: float) -> dict[str, Any]:
         "reports_per_cr_per_period": round(reports / side.n * period / window, 2),
         "crs_not_fetched": len(uids - ran),
         "crs_run": len(uids & ran),
+        # The steady state's share of the cores, every heartbeat included: what is left is
+        # the headroom a saturated P9 cannot show with its heartbeats held back (issue 37).
+        "cores_busy": busy_share(cpu, window_end - window_start, os.cpu_count()),
+        "cpu_seconds": cpu,
     }
 
 

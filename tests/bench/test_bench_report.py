@@ -135,6 +135,7 @@ def results() -> dict:
                 "fetches_per_cr_per_period": 0.31,
                 "reports_per_cr_per_period": 0.45,
                 "crs_not_fetched": 692,
+                "cores_busy": 0.61,
             },
             "p3": {
                 "n": 1000,
@@ -218,6 +219,8 @@ def test_render_puts_each_figure_with_its_floor_and_ratio():
     )
     p2 = "P2 N = 1,000, resync 30 s, window 33 s"
     assert by_figure[(p2, "CRs not fetched in the window")][0] == "692 of 1,000"
+    busy = "share of all cores busy in the window (every process, heartbeats included)"
+    assert by_figure[(p2, busy)][0] == "0.61"
     writes = by_figure[(p2, "apiserver writes in the unchanged window (Leases apart)")]
     assert writes[0] == "0 (none); Lease writes 15"
     per_period = next(v for k, v in by_figure.items() if k[0] == p2 and "per resync" in k[1])
