@@ -3,7 +3,8 @@
 ``observe`` reads the CR, then asks ``decide_before_fetch`` which read the next step needs and
 makes it, until the steps stop or a fetch is planned: each object is read uncached, in step
 order, and only once the steps before it passed (R7's list at least as new as the R0 read of
-the CR, ``Cluster.list_hikyosecrets_for_target``). A 403 on a read is recorded with what a
+the CR, ``Cluster.list_hikyosecrets_for_target``, unless the leader's index holds the CR alone
+on its target, ``_sole_indexed_claimant``). A 403 on a read is recorded with what a
 SelfSubjectAccessReview says about it, for S4.15.
 """
 
