@@ -267,7 +267,13 @@ def needs(obs: Observed, settings: OperatorSettings = SETTINGS):
 def answered(
     obs: Observed, attempt: FetchAttempt, settings: OperatorSettings = SETTINGS, now: Now = NOW
 ) -> Plan:
-    return decide_after_fetch(obs, attempt, settings, now)
+    """The plan, checked to be the same whether the run hands over the plan its observe
+    reached (as ``reconcile`` does) or ``decide_after_fetch`` decides it again."""
+    plan = decide_after_fetch(obs, attempt, settings, now)
+    fetch = decide_before_fetch(obs, settings, now)
+    if isinstance(fetch, FetchPlan):
+        assert decide_after_fetch(obs, attempt, settings, now, fetch) == plan
+    return plan
 
 
 # -- what the spec defines, computed independently of decide ---------------------------------

@@ -963,6 +963,19 @@ def test_R14_an_invalid_server_is_fetch_failed_naming_the_instance():
     assert "cursor" not in plan.outcome.status
 
 
+def test_R14_an_invalid_server_still_discards_a_404_record_under_another_binding():
+    obs = observed(server=None, server_error="invalid base URL", not_found=("0" * 64, NOW.wall))
+    plan = stopped(obs, ROLLOUTS)
+    assert plan.step == "R14"
+    assert plan.store == (StoreNote("clear_not_found", CR_UID),)
+    assert stopped(replace(obs, not_found=None), ROLLOUTS).store == ()
+
+
+def test_R14_an_invalid_server_stops_before_the_workloads_are_read():
+    obs = observed(server=None, server_error="invalid base URL", workloads=UNREAD)
+    assert stopped(obs, ROLLOUTS).step == "R14"
+
+
 def test_R14_passed_then_workloads_are_read_only_with_trigger_rollouts():
     assert needs(observed(workloads=UNREAD), ROLLOUTS) is Read.WORKLOADS
     assert isinstance(decide(observed(workloads=UNREAD), SETTINGS), FetchPlan)

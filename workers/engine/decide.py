@@ -129,17 +129,30 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     root = _stamp_root(steps, settings)
     if not isinstance(root, bytes):
         return root
-    instance_uid = instance["metadata"]["uid"]
-    key = target_key(root, instance_uid, spec.uid, spec.target_name)
     steps.step = "R13"
-    binding = binding_digest(spec, credential.identity, instance_uid)
     pending = observed.not_found
     if pending is UNREAD:
         return steps.need(Read.NOT_FOUND)
+    steps.step = "R14"
+    if observed.server is UNREAD:
+        return steps.need(Read.SERVER)
+    if observed.server is not None and settings.trigger_rollouts and observed.workloads is UNREAD:
+        steps.step = "R16"  # read now for S4.9 step 2 and S6.5
+        return steps.need(Read.WORKLOADS)
+    # Every read is in: the key, binding and cursor (R12-R13) are derived once, not again on
+    # each pass that only asked for one more read.
+    instance_uid = instance["metadata"]["uid"]
+    key = target_key(root, instance_uid, spec.uid, spec.target_name)
+    binding = binding_digest(spec, credential.identity, instance_uid)
     store: list[StoreNote] = []
     if pending and pending[0] != binding:  # a binding change discards a pending 404 (S4.10.0)
         store.append(StoreNote("clear_not_found", spec.uid))
         pending = None
+    if observed.server is None:
+        return steps.stop(
+            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}"),
+            store=tuple(store),  # a binding change discards a pending 404 here too
+        )
     cursor = cursor_to_present(
         stored_cursor=observed.status.get("cursor"),
         target_controlled=target is not None,
@@ -149,17 +162,6 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
         stored_binding=observed.status.get("cursorBinding"),
         forced_full=observed.forced_full or pending is not None or requested_value(cr) is not None,
     )
-    steps.step = "R14"
-    if observed.server is UNREAD:
-        return steps.need(Read.SERVER)
-    if observed.server is None:
-        return steps.stop(
-            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}"),
-            store=tuple(store),  # a binding change discards a pending 404 here too
-        )
-    if settings.trigger_rollouts and observed.workloads is UNREAD:
-        steps.step = "R16"  # read now for S4.9 step 2 and S6.5
-        return steps.need(Read.WORKLOADS)
     return FetchPlan(
         spec=spec,
         instance_uid=instance_uid,

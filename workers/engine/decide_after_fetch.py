@@ -49,9 +49,15 @@ def now_text(moment: datetime) -> str:
 
 
 def decide_after_fetch(
-    observed: Observed, attempt: FetchAttempt, settings: OperatorSettings, now: Now
+    observed: Observed,
+    attempt: FetchAttempt,
+    settings: OperatorSettings,
+    now: Now,
+    fetch: FetchPlan | None = None,
 ) -> Plan:
-    fetch = decide_before_fetch(observed, settings, now)
+    """``fetch``: the plan ``decide_before_fetch`` gave for ``observed``, when the caller has
+    it; else it is decided again."""
+    fetch = fetch or decide_before_fetch(observed, settings, now)
     if not isinstance(fetch, FetchPlan):
         raise NotAFetch(f"{observed.namespace}/{observed.name} does not reach R15")
     plan = _answer(observed, fetch, attempt, settings, now)

@@ -21,7 +21,7 @@ from .decide import decide_before_fetch
 from .errors import FAILED_CALLS, Forbidden, HikyoClientError, KubeError
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome
-from .plan import Needs, Now, Read
+from .plan import FetchPlan, Needs, Now, Read, Stop
 from .ports import LEASE_NAME, Cluster, CoordinationStore, ServerFor
 from .settings import OperatorSettings
 from .spec import SecretSpec, parse_spec
@@ -46,14 +46,44 @@ def observe(
 ) -> Observed:
     """``recent_root``: the process's reuse window for the stamp root (S6.3); without one,
     every run reads it."""
+    observed, _ = observe_and_decide(
+        cluster,
+        store,
+        settings,
+        server_for,
+        namespace,
+        name,
+        uid,
+        forced_full=forced_full,
+        now=now,
+        recent_root=recent_root,
+    )
+    return observed
+
+
+def observe_and_decide(
+    cluster: Cluster,
+    store: CoordinationStore,
+    settings: OperatorSettings,
+    server_for: ServerFor,
+    namespace: str,
+    name: str,
+    uid: str | None,
+    *,
+    forced_full: bool,
+    now: Now,
+    recent_root: RecentStampRoot | None = None,
+) -> tuple[Observed, Stop | FetchPlan]:
+    """``observe`` with the decision its last pass reached, so the run does not derive it
+    (the stamp key, the binding) once more."""
     observed = Observed(namespace, name, forced_full, read_cr(cluster, namespace, name, uid))
     reader = _Reader(cluster, store, settings, server_for, recent_root)
     # The R-table runs again after each read, on purpose: which read comes next (or none) is
     # the decision's, and only the steps before a read may say it is needed (S4.2). The steps
     # are pure and cheap next to the read each pass makes.
-    while isinstance(needed := decide_before_fetch(observed, settings, now), Needs):
-        observed = reader.read(observed, needed.read)
-    return observed
+    while isinstance(decision := decide_before_fetch(observed, settings, now), Needs):
+        observed = reader.read(observed, decision.read)
+    return observed, decision
 
 
 def read_cr(cluster: Cluster, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:

@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .apply import Applied, apply, create_stamp_root
-from .decide import decide_before_fetch, resync_seconds_of
+from .decide import resync_seconds_of
 from .decide_after_fetch import decide_after_fetch
 from .decide_rollout import decide_rollout_only
 from .durations import DEFAULT_RESYNC_SECONDS
 from .errors import Forbidden, KubeError
 from .fetch import fetch
-from .observe import observe, read_cr
+from .observe import observe_and_decide, read_cr
 from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
@@ -102,7 +102,7 @@ def _reconcile(
     engine: Engine, namespace: str, name: str, uid: str | None, *, forced_full: bool
 ) -> RunResult:
     cluster, store, settings, now = engine.cluster, engine.store, engine.settings, engine.now()
-    observed = observe(
+    observed, decision = observe_and_decide(
         cluster,
         store,
         settings,
@@ -113,8 +113,7 @@ def _reconcile(
         forced_full=forced_full,
         now=now,
         recent_root=engine.recent_root,
-    )  # R0-R14 reads, in step order
-    decision = decide_before_fetch(observed, settings, now)  # R0-R14
+    )  # R0-R14 reads, in step order, and what R0-R14 decide on them
     if isinstance(decision, FetchPlan) and decision.stamp_root is not None:  # R12, S6.3
         assert engine.recent_root is not None
         decision = create_stamp_root(
@@ -124,7 +123,7 @@ def _reconcile(
         attempt = fetch(  # R15
             observed, decision, store, settings, now, sleep=engine.sleep, clocks=engine
         )
-        plan = decide_after_fetch(observed, attempt, settings, now)  # R16
+        plan = decide_after_fetch(observed, attempt, settings, now, decision)  # R16
     else:
         attempt, plan = None, decision.plan
     if plan.outcome.reason == "ForeignOwner":  # S4.1.7
