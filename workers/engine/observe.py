@@ -43,39 +43,10 @@ def observe(
     forced_full: bool,
     now: Now,
     recent_root: RecentStampRoot | None = None,
-) -> Observed:
-    """``recent_root``: the process's reuse window for the stamp root (S6.3); without one,
-    every run reads it."""
-    observed, _ = observe_and_decide(
-        cluster,
-        store,
-        settings,
-        server_for,
-        namespace,
-        name,
-        uid,
-        forced_full=forced_full,
-        now=now,
-        recent_root=recent_root,
-    )
-    return observed
-
-
-def observe_and_decide(
-    cluster: Cluster,
-    store: CoordinationStore,
-    settings: OperatorSettings,
-    server_for: ServerFor,
-    namespace: str,
-    name: str,
-    uid: str | None,
-    *,
-    forced_full: bool,
-    now: Now,
-    recent_root: RecentStampRoot | None = None,
 ) -> tuple[Observed, Stop | FetchPlan]:
-    """``observe`` with the decision its last pass reached, so the run does not derive it
-    (the stamp key, the binding) once more."""
+    """The reads, and the decision the steps reached on them (a stop or the fetch plan), so
+    the run does not derive it (the stamp key, the binding) once more. ``recent_root``: the
+    process's reuse window for the stamp root (S6.3); without one, every run reads it."""
     observed = Observed(namespace, name, forced_full, read_cr(cluster, namespace, name, uid))
     reader = _Reader(cluster, store, settings, server_for, recent_root)
     # The R-table runs again after each read, on purpose: which read comes next (or none) is

@@ -21,7 +21,7 @@ from .decide_rollout import decide_rollout_only
 from .durations import DEFAULT_RESYNC_SECONDS
 from .errors import Forbidden, KubeError
 from .fetch import fetch
-from .observe import observe_and_decide, read_cr
+from .observe import observe, read_cr
 from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
@@ -102,7 +102,7 @@ def _reconcile(
     engine: Engine, namespace: str, name: str, uid: str | None, *, forced_full: bool
 ) -> RunResult:
     cluster, store, settings, now = engine.cluster, engine.store, engine.settings, engine.now()
-    observed, decision = observe_and_decide(
+    observed, decision = observe(
         cluster,
         store,
         settings,

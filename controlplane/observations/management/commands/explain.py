@@ -18,12 +18,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from controlplane.observations.cluster_errors import cluster_errors_as_one_line
-from workers.engine.decide import decide_before_fetch
 from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.explain import explain
 from workers.engine.fetch import fetch as fetch_once
 from workers.engine.observe import observe
-from workers.engine.plan import FetchPlan, Needs
+from workers.engine.plan import FetchPlan
 from workers.engine.ports import write_methods
 from workers.runtime import build_engine
 
@@ -73,7 +72,7 @@ class Command(BaseCommand):
         cluster = ReadOnlyCluster(engine.cluster)
         now = engine.now()
         with cluster_errors_as_one_line(engine.cluster.api_client):
-            observed = observe(
+            observed, decision = observe(
                 cluster,
                 engine.store,
                 operator_settings,
@@ -86,9 +85,6 @@ class Command(BaseCommand):
             )
         if observed.cr is None:
             raise CommandError(f"HikyoSecret {namespace}/{name} not found")
-        decision = decide_before_fetch(observed, operator_settings, now)
-        if isinstance(decision, Needs):  # observe reads until the steps stop or plan a fetch
-            raise CommandError(f"explain could not decide {namespace}/{name}: {decision.read}")
         attempt = plan = None
         if fetch and isinstance(decision, FetchPlan):
             attempt = fetch_once(
@@ -100,7 +96,7 @@ class Command(BaseCommand):
                 sleep=engine.sleep,
                 clocks=engine,
             )
-            plan = decide_after_fetch(observed, attempt, operator_settings, now)
+            plan = decide_after_fetch(observed, attempt, operator_settings, now, decision)
         for line in explain(observed, decision, now, attempt=attempt, plan=plan):
             self.stdout.write(line)
         if fetch and not isinstance(decision, FetchPlan):
