@@ -53,11 +53,11 @@ def decide_after_fetch(
     attempt: FetchAttempt,
     settings: OperatorSettings,
     now: Now,
-    fetch: FetchPlan | None = None,
+    planned: FetchPlan | None = None,
 ) -> Plan:
-    """``fetch``: the plan ``decide_before_fetch`` gave for ``observed``, when the caller has
-    it; else it is decided again."""
-    fetch = fetch or decide_before_fetch(observed, settings, now)
+    """``planned``: the plan ``decide_before_fetch`` gave for ``observed``, when the caller
+    has it; else it is decided again."""
+    fetch = decide_before_fetch(observed, settings, now) if planned is None else planned
     if not isinstance(fetch, FetchPlan):
         raise NotAFetch(f"{observed.namespace}/{observed.name} does not reach R15")
     plan = _answer(observed, fetch, attempt, settings, now)
