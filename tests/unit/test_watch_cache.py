@@ -4,11 +4,15 @@ feeding them has listed and still runs; otherwise the gateway makes the request 
 
 from __future__ import annotations
 
+import json
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes import client
 
 from k8s.gateway import KubeCluster
+from k8s.watch import Resource, Watcher
 from k8s.watch_cache import WatchedReads, chain
 from tests.support.watch_fakes import FakeWatcher, hikyosecret_object, instance_object
 from workers.engine.ports import DEPLOYMENT, STATEFUL_SET
@@ -187,12 +191,6 @@ def test_the_gateway_asks_the_claimant_index_only_while_a_watch_vouches():
 def test_the_claimant_index_answers_nothing_while_a_relist_hands_out_its_pages():
     """A list's pages come in name order, not creation order: the index that R7 trusts to
     hold every earlier CR (workers.engine.observe) says nothing until the list ends."""
-    import json
-    import threading
-    from types import SimpleNamespace
-
-    from k8s.watch import Resource, Watcher
-
     watched = WatchedReads()
     answers: list[tuple[str, ...] | None] = []
 
