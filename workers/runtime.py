@@ -22,6 +22,7 @@ from k8s.gateway import KubeCluster
 from .engine.ports import CoordinationStore
 from .engine.recent_reads import RecentReads
 from .engine.reconcile import Engine, RunResult
+from .engine.rendering import use_renderer
 from .engine.settings import OperatorSettings
 from .engine.stamp_root import RecentStampRoot
 from .fencing import Fence, FencedCluster, FencedStore
@@ -29,6 +30,7 @@ from .keys import ObjectKey
 from .queue.base import KeyedQueue
 from .queue.lag import ScheduleLag
 from .queue.orphans import incarnation, run_owner
+from .render_pool import shared_pool
 from .shards import ShardLayout, layout_of, layout_of_tag
 
 QUEUE_PREFIX, REPORTS_PREFIX = "hikyo", "hikyo-reports"
@@ -155,6 +157,12 @@ def build_queue(
     return MemoryQueue()
 
 
+def contain_templates() -> None:
+    """S11.2 Containment: this process's template checks and renders run in renderer children
+    under an operating-system budget, never in the interpreter that reconciles."""
+    use_renderer(shared_pool())
+
+
 def build_runtime(
     settings: OperatorSettings,
     *,
@@ -164,6 +172,7 @@ def build_runtime(
     record_report: Callable[[Any], None] = _no_recording,
 ) -> Runtime:
     require_namespace(settings)
+    contain_templates()
     layout = layout_of(settings)
     if layout.sharded and not redis_url:
         raise ValueError(
@@ -183,6 +192,7 @@ def build_runtime(
 def build_engine(settings: OperatorSettings, kubeconfig: str | None = None) -> Engine:
     """A stand-alone engine for one-off runs (manage.py reconcile): no queue, no fencing."""
     require_namespace(settings)
+    contain_templates()
     return Engine(
         cluster=KubeCluster(build_api_client(kubeconfig)),
         store=build_queue(None),

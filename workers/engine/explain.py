@@ -29,9 +29,9 @@ from .remediation import (
     remediation,
     spec_context,
 )
+from .rendering import template_variables
 from .spec import SpecInvalid, parse_spec
 from .step_details import StepDetails
-from .templates import template_variables
 
 # The S4.2 table's steps, named after its "Action" column.
 STEPS: dict[str, str] = {

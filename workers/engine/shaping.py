@@ -25,8 +25,9 @@ from .fetched import DeliveredKey
 from .file_formats import INVALID_TEMPLATE, dotenv_names_refused, render_file
 from .messages import key_list
 from .native_types import OPAQUE, required_destinations
+from .rendering import parse_templates, render_templates
 from .spec import SecretSpec
-from .templates import TemplateFault, parse_templates, render_templates
+from .templates import TemplateFault
 
 __all__ = ["INVALID_SECRET_DATA", "INVALID_TEMPLATE", "before_fetch", "deliver"]
 

@@ -10,8 +10,8 @@ from .native_types import OPAQUE
 from .observed import UNREAD, Observed
 from .plan import FetchAttempt, FetchPlan
 from .ports import SecretObject
+from .rendering import template_variables
 from .spec import SpecInvalid, parse_spec
-from .templates import template_variables
 
 
 @dataclass

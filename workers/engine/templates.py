@@ -1,42 +1,65 @@
 """S11.2 templates: a sandboxed, deterministic, bounded subset of Jinja2. Pure.
 
-``parse_templates`` runs before the fetch (a syntax error, an unknown filter or function, or
-in mapping mode a variable that is no assembled key); ``render_templates`` runs after a valid
-full 200, over the assembled keys. Every error is a ``TemplateFault`` that names the
-destination key and the kind of error, and at most a variable's name: never template text,
-never a value, never Jinja's own exception text (which can quote data).
+``parse_templates`` runs before the fetch (a syntax error, an unknown filter or function, an
+object emitted where the parser can see it, or in mapping mode a variable that is no assembled
+key); ``render_templates`` runs after a valid full 200, over the assembled keys. Every error is
+a ``TemplateFault`` that names the destination key and the kind of error, and at most a
+variable's name: never template text, never a value, never Jinja's own exception text (which
+can quote data).
 
-The bounds hold whatever the template does: every loop iteration and every call counts
-against ``MAX_OPERATIONS``; every string an operator, a concatenation, a filter or a call
-builds, and everything a render emits (macro bodies included), counts against
-``MAX_STRING``. Loops, concatenations and literal output are routed through guard functions
-by rewriting the parsed template (``_BoundedEnvironment._parse``); operators through the
-sandbox's intercepted binary operators; filters are wrapped. A guard that trips raises
-``_BoundExceeded``, which unwinds the render at once.
+The bounds (template_bounds.py) hold whatever the template does: loops (recursive ``loop(...)``
+included), concatenations and literal output are routed through guard functions by rewriting
+the parsed template (``_BoundedEnvironment._parse``); operators through the sandbox's
+intercepted binary operators; filters are wrapped. A guard that trips raises
+``BoundExceeded``, which unwinds the render at once. These functions run in-process; the
+operator calls them through workers/engine/rendering.py, which its processes point at an
+isolated renderer with an operating-system budget (S11.2 Containment).
 """
 
 from __future__ import annotations
 
-import base64
-import contextvars
-import hashlib
-import json
-import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
 from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .file_formats import yaml_quoted
+from .template_bounds import (
+    BUDGET,
+    MAX_RECURSION,
+    MAX_STRING,
+    NESTED_TOO_DEEP,
+    OVER_MEMORY,
+    RENDERS_AN_OBJECT,
+    STRING_TOO_LONG,
+    TOO_MANY_OPERATIONS,
+    BinaryValue,
+    BoundExceeded,
+    Budget,
+    FilterFailed,
+    MissingSource,
+    Values,
+    budget,
+    checked,
+    counted,
+    emitted,
+    filter_inputs,
+    size_of,
+)
+from .template_filters import ADDED_FILTERS, dockerconfigjson
 
-MAX_OPERATIONS = 100_000  # loop iterations and calls, per render (S11.2)
-MAX_STRING = 1_048_576  # characters in any string built, and emitted in total (S11.2)
-MAX_RECURSION = 64  # nested calls (macros calling macros)
+__all__ = [
+    "Rendered",
+    "TemplateFault",
+    "dockerconfigjson",
+    "parse_templates",
+    "render_templates",
+    "template_variables",
+]
+
 _RESERVED = ("hikyo_loop", "hikyo_concat", "hikyo_emit")
 # str methods a template may call: none of them builds a string longer than its input. The
 # ones that can (format, center, ljust, zfill, replace, join, expandtabs, ...) have guarded
@@ -50,7 +73,6 @@ _STR_METHODS = frozenset(
         "isidentifier", "islower", "isnumeric", "isspace", "istitle", "isupper",
     }
 )  # fmt: skip
-_FORMAT_WIDTH = re.compile(r"\d+")
 _NOT_OFFERED_GLOBALS = ("dict", "lipsum", "cycler", "joiner", "namespace")
 _NOT_OFFERED_FILTERS = ("random",)  # S11.2: no randomness
 
@@ -75,253 +97,28 @@ class Rendered:
     lacking: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-class _BoundExceeded(Exception):
-    """A render error of a fixed kind (a bound, or any other error, by kind only)."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
-
-
-class _MissingSource(Exception):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-class _FilterFailed(Exception):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-@dataclass
-class _Budget:
-    operations: int = 0
-    emitted: int = 0
-    depth: int = 0
-
-    def operate(self, count: int = 1) -> None:
-        self.operations += count
-        if self.operations > MAX_OPERATIONS:
-            raise _BoundExceeded(f"more than {MAX_OPERATIONS:,} loop iterations and calls")
-
-    def emit(self, size: int) -> None:
-        self.emitted += size
-        if self.emitted > MAX_STRING:
-            raise _BoundExceeded(f"output over {MAX_STRING:,} characters")
-
-
-_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("budget", default=None)
-
-
-def _budget() -> _Budget:
-    budget = _BUDGET.get()
-    if budget is None:  # at compile time: refuse, so Jinja does not fold it into a constant
-        raise _BoundExceeded("not rendering")
-    return budget
-
-
-def _size(value: Any) -> int:
-    """Characters, counting each element of a container as one more."""
-    if isinstance(value, str | bytes):
-        return len(value)
-    if isinstance(value, list | tuple):
-        return len(value) + sum(_size(item) for item in value)
-    if isinstance(value, dict):
-        return len(value) + sum(_size(k) + _size(v) for k, v in value.items())
-    return 0
-
-
-def _checked(value: Any) -> Any:
-    if _size(value) > MAX_STRING:
-        raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-    return value
-
-
-class BinaryValue:
-    """A delivered value that is not UTF-8 text: only ``b64encode`` reads it (S11.2)."""
-
-    __slots__ = ("_raw",)
-
-    def __init__(self, raw: bytes) -> None:
-        self._raw = raw
-
-    def __str__(self) -> str:
-        raise _FilterFailed("a value that is not UTF-8 text, used as text")
-
-    __repr__ = __str__
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-
-class _Values(Mapping[str, Any]):
-    """``values[...]``: every assembled key; a missing source ends the entry (KeysMissing)."""
-
-    def __init__(self, present: Mapping[str, Any], missing: frozenset[str]) -> None:
-        self._present, self._missing = present, missing
-
-    def __getitem__(self, name: str) -> Any:
-        if name in self._present:
-            return self._present[name]
-        if name in self._missing:
-            raise _MissingSource(name)
-        raise _FilterFailed("a key that is not delivered, looked up in values")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._present))
-
-    def __len__(self) -> int:
-        return len(self._present)
-
-
-# -- the filters S11.2 adds -------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return str(value)
-
-
-def _b64encode(value: Any) -> str:
-    raw = value._raw if isinstance(value, BinaryValue) else _text(value).encode("utf-8")
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _b64decode(value: Any) -> str:
-    return base64.b64decode(_text(value).encode("ascii"), validate=True).decode("utf-8")
-
-
-def _urlquote(value: Any) -> str:
-    return quote(_text(value), safe="")  # everything but unreserved characters
-
-
-def _sha256(value: Any) -> str:
-    return hashlib.sha256(_text(value).encode("utf-8")).hexdigest()
-
-
-def _tojson(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _toyaml(value: Any) -> str:
-    return (
-        "".join(_yaml_lines(value, 0))
-        if isinstance(value, dict | list)
-        else (_yaml_scalar(value) + "\n")
-    )
-
-
-def _yaml_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
-        return repr(value)
-    return yaml_quoted(_text(value))
-
-
-def _yaml_lines(value: Any, indent: int) -> Iterator[str]:
-    pad = " " * indent
-    if isinstance(value, dict):
-        if not value:
-            yield f"{pad}{{}}\n"
-        for key in sorted(value, key=str):
-            item = value[key]
-            if isinstance(item, dict | list) and item:
-                yield f"{pad}{yaml_quoted(str(key))}:\n"
-                yield from _yaml_lines(item, indent + 2)
-            else:
-                yield f"{pad}{yaml_quoted(str(key))}: {_inline(item)}\n"
-    else:
-        if not value:
-            yield f"{pad}[]\n"
-        for item in value:
-            if isinstance(item, dict | list) and item:
-                yield f"{pad}-\n"
-                yield from _yaml_lines(item, indent + 2)
-            else:
-                yield f"{pad}- {_inline(item)}\n"
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{}"
-    if isinstance(value, list):
-        return "[]"
-    return _yaml_scalar(value)
-
-
-def dockerconfigjson(registry: Any, username: Any, password: Any) -> str:
-    """The canonical ``.dockerconfigjson`` text, as ``kubectl create secret docker-registry``
-    writes it (key order username, password, auth; no spaces)."""
-    user, secret = _text(username), _text(password)
-    auth = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
-    entry = {"username": user, "password": secret, "auth": auth}
-    return json.dumps({"auths": {_text(registry): entry}}, separators=(",", ":"))
-
-
-_ADDED_FILTERS: dict[str, Callable[..., Any]] = {
-    "b64encode": _b64encode,
-    "b64decode": _b64decode,
-    "urlquote": _urlquote,
-    "tojson": _tojson,
-    "toyaml": _toyaml,
-    "sha256": _sha256,
-}
-
-# Arguments that size a filter's output beyond its input's (width, count).
-_AMPLIFIERS = {"center": 1, "indent": 1, "wordwrap": 1, "truncate": 1}
-
-
 def _guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     passes = getattr(function, "jinja_pass_arg", None)
+    head = 1 if passes is not None else 0
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        budget = _budget()
-        budget.operate()
-        values = args[1:] if passes is not None else args
-        inputs = sum(_size(v) for v in values) + sum(_size(v) for v in kwargs.values())
-        numbers = [v for v in (*values, *kwargs.values()) if isinstance(v, int | float)]
-        if inputs > MAX_STRING or any(abs(n) > MAX_STRING for n in numbers):
-            raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-        if (
-            name == "format"
-            and values
-            and any(int(n) > MAX_STRING for n in _FORMAT_WIDTH.findall(_text(values[0])))
-        ):
-            raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-        if name == "indent" and values:
-            lines = _text(values[0]).count("\n") + 1
-            width = next((n for n in numbers if isinstance(n, int)), 4)
-            if lines * abs(width) > MAX_STRING:
-                raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-        if name == "replace" and len(values) >= 3:
-            text, old, new = (_text(v) for v in values[:3])
-            if old and text.count(old) * max(len(new) - len(old), 0) + len(text) > MAX_STRING:
-                raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-            if not old and (len(text) + 1) * len(new) + len(text) > MAX_STRING:
-                raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
+        current = budget()
+        current.operate()
+        values = list(args[head:])
+        filter_inputs(name, values, kwargs, current)
         try:
-            result = function(*args, **kwargs)
-        except (_BoundExceeded, _MissingSource, _FilterFailed):
+            result = function(*args[:head], *values, **kwargs)
+        except (BoundExceeded, MissingSource, FilterFailed):
             raise
         except Exception:
-            raise _FilterFailed(f"filter {name} failed on its input") from None
+            raise FilterFailed(f"filter {name} failed on its input") from None
         if isinstance(result, Iterator):  # map/select/... : bounded as they are consumed
-            return _counted(result, budget)
-        return _checked(result)
+            return counted(result, current)
+        return checked(result)
 
     if passes is not None:
         guarded.jinja_pass_arg = passes  # type: ignore[attr-defined]
     return guarded
-
-
-def _counted(items: Iterable[Any], budget: _Budget) -> Iterator[Any]:
-    for item in items:
-        budget.operate()
-        yield _checked(item)
 
 
 # -- the environment ---------------------------------------------------------------------------
@@ -347,37 +144,42 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
         return tree
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        _budget().operate()
+        budget().operate()
         if operator == "*" and isinstance(left, int) and isinstance(right, str | list | tuple):
             left, right = right, left
         repeated = isinstance(left, str | list | tuple) and isinstance(right, int)
-        if operator == "*" and repeated and max(_size(left), 1) * max(right, 0) > MAX_STRING:
-            raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
+        if operator == "*" and repeated and max(size_of(left), 1) * max(right, 0) > MAX_STRING:
+            raise BoundExceeded(STRING_TOO_LONG)
+        joined = isinstance(left, str | list | tuple) and type(left) is type(right)
+        if operator == "+" and joined and size_of(left) + size_of(right) > MAX_STRING:
+            raise BoundExceeded(STRING_TOO_LONG)
         if operator in ("*", "**") and isinstance(left, int) and isinstance(right, int):
             bits = abs(left).bit_length() * (abs(right) if operator == "**" else 1)
             if bits + (abs(right).bit_length() if operator == "*" else 0) > 8 * MAX_STRING:
-                raise _BoundExceeded(f"a number over {8 * MAX_STRING:,} bits")
+                raise BoundExceeded(f"a number over {8 * MAX_STRING:,} bits")
         if operator == "%" and isinstance(left, str):
             raise SecurityError("string formatting with %")
-        return _checked(super().call_binop(context, operator, left, right))
+        return checked(super().call_binop(context, operator, left, right))
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        budget = _budget()
+        current = budget()
         if __obj is _emit:
             return _emit(*args)
+        if isinstance(__obj, LoopContext) and args:  # a recursive loop's inner iterations
+            args = (_loop(args[0]), *args[1:])
         method = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format
         if isinstance(getattr(method, "__self__", None), str) and (
             getattr(method, "__name__", "") not in _STR_METHODS
         ):
             raise SecurityError("a string method that can amplify")
-        budget.operate()
-        budget.depth += 1
+        current.operate()
+        current.depth += 1
         try:
-            if budget.depth > MAX_RECURSION:
-                raise _BoundExceeded(f"calls nested over {MAX_RECURSION} deep")
-            return _checked(super().call(__context, __obj, *args, **kwargs))
+            if current.depth > MAX_RECURSION:
+                raise BoundExceeded(f"calls nested over {MAX_RECURSION} deep")
+            return checked(super().call(__context, __obj, *args, **kwargs))
         finally:
-            budget.depth -= 1
+            current.depth -= 1
 
 
 def _guard_call(name: str, args: list[nodes.Expr], lineno: int) -> nodes.Call:
@@ -393,17 +195,18 @@ def _rewritten(parent: nodes.Node, item: Any) -> Any:
 
 
 def _loop(items: Any) -> Iterator[Any]:
-    budget = _budget()
+    current = budget()
     for item in items:
-        budget.operate()
+        current.operate()
         yield item
 
 
 def _concat(*parts: Any) -> str:
-    _budget().operate()
-    if sum(len(str(p)) for p in parts) > MAX_STRING:
-        raise _BoundExceeded(f"a string over {MAX_STRING:,} characters")
-    return "".join(str(p) for p in parts)
+    budget().operate()
+    texts = [str(emitted(p)) for p in parts]
+    if sum(len(t) for t in texts) > MAX_STRING:
+        raise BoundExceeded(STRING_TOO_LONG)
+    return checked("".join(texts))
 
 
 def _emit(text: str) -> str:
@@ -411,7 +214,7 @@ def _emit(text: str) -> str:
 
 
 def _finalize(value: Any) -> Any:
-    _budget().emit(len(str(value)))
+    budget().emit(len(str(emitted(value))))
     return value
 
 
@@ -430,7 +233,7 @@ def _environment() -> _BoundedEnvironment:
     )
     for name in _NOT_OFFERED_FILTERS:
         env.filters.pop(name, None)
-    env.filters.update(_ADDED_FILTERS)
+    env.filters.update(ADDED_FILTERS)
     env.filters = {name: _guarded_filter(name, f) for name, f in env.filters.items()}
     return env
 
@@ -443,23 +246,65 @@ _IMPLICIT = frozenset({"loop", "caller", "varargs", "kwargs"})  # Jinja's own na
 # -- before the fetch ---------------------------------------------------------------------------
 
 
+def _parsed(text: str) -> nodes.Template | str:
+    """The tree, or the kind of error that stops it being parsed."""
+    try:
+        return _ENVIRONMENT.parse(text)
+    except TemplateSyntaxError as error:
+        return f"a syntax error on line {error.lineno}"
+    except RecursionError:
+        return NESTED_TOO_DEEP
+    except MemoryError:
+        return OVER_MEMORY
+
+
+def _compile_fault(tree: nodes.Template) -> str | None:
+    """Python's own compiler has nesting limits of its own: what Jinja parses, it may not."""
+    try:
+        _ENVIRONMENT.compile(tree)
+    except TemplateSyntaxError as error:
+        return f"a syntax error on line {error.lineno}"
+    except (RecursionError, SyntaxError):
+        return NESTED_TOO_DEEP
+    except MemoryError:
+        return OVER_MEMORY
+    return None
+
+
 def template_variables(templates: Mapping[str, str]) -> dict[str, frozenset[str]]:
-    """The variables each entry reads (by name or ``values["name"]``); for ``explain``."""
-    return {key: _variables(_ENVIRONMENT.parse(text)) for key, text in templates.items()}
+    """The variables each entry reads (by name or ``values["name"]``); for ``explain``. An
+    entry that cannot be parsed reads nothing (its fault is ``parse_templates``')."""
+    found: dict[str, frozenset[str]] = {}
+    for key, text in templates.items():
+        tree = _parsed(text)
+        try:
+            found[key] = frozenset() if isinstance(tree, str) else _variables(tree)
+        except RecursionError:
+            found[key] = frozenset()
+    return found
 
 
 def _variables(tree: nodes.Template) -> frozenset[str]:
     loaded = {n.name for n in tree.find_all(nodes.Name) if n.ctx == "load"}
     names = loaded - _defined(tree) - _FUNCTIONS - _IMPLICIT - set(_RESERVED)
     for item in tree.find_all(nodes.Getitem):
-        if (
-            isinstance(item.node, nodes.Name)
-            and item.node.name == "values"
-            and isinstance(item.arg, nodes.Const)
-            and isinstance(item.arg.value, str)
-        ):
-            names.add(item.arg.value)
+        constant = item.arg.value if isinstance(item.arg, nodes.Const) else None
+        if _is_values(item.node) and isinstance(constant, str):
+            names.add(constant)
     return frozenset(names)
+
+
+def _is_values(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Name) and node.name == "values" and node.ctx == "load"
+
+
+def _reads_values_whole(tree: nodes.Template) -> bool:
+    """Whether ``values`` is read other than by subscript (``values | tojson``, a loop over
+    it): then every missing source is one the entry uses."""
+    subscripted = {id(item.node) for item in tree.find_all(nodes.Getitem)}
+    return any(
+        _is_values(name) and id(name) not in subscripted for name in tree.find_all(nodes.Name)
+    )
 
 
 def _defined(tree: nodes.Template) -> set[str]:
@@ -468,30 +313,65 @@ def _defined(tree: nodes.Template) -> set[str]:
     return names | {m.name for m in tree.find_all(nodes.Macro)}
 
 
+def _emits_an_object(tree: nodes.Template) -> bool:
+    """An output the parser already knows is no string, number, boolean or none: a literal
+    list, dict or tuple, ``values`` itself, or an attribute of a value (a str method)."""
+    bound = _defined(tree)
+    values = set() if "values" in bound else {"values"}
+    for output in tree.find_all(nodes.Output):
+        for child in output.nodes:
+            if isinstance(child, nodes.List | nodes.Dict | nodes.Tuple):
+                return True
+            if isinstance(child, nodes.Name) and child.name in values:
+                return True
+            if (
+                isinstance(child, nodes.Getattr)
+                and isinstance(child.node, nodes.Name)
+                and child.node.name not in bound | _IMPLICIT | _FUNCTIONS
+            ):
+                return True
+    return False
+
+
 def parse_templates(
-    templates: Mapping[str, str], known_keys: frozenset[str] | None
+    templates: Mapping[str, str],
+    known_keys: frozenset[str] | None,
+    entering: Callable[[str], None] = lambda key: None,
 ) -> TemplateFault | None:
     """S11.2 before the fetch: None when every entry parses and (``known_keys`` given:
-    mapping mode) reads only assembled keys; else the first fault, by destination key."""
+    mapping mode) reads only assembled keys; else the first fault, by destination key.
+    ``entering`` hears each destination key before its entry is checked."""
     for key in sorted(templates):
+        entering(key)
         try:
-            tree = _ENVIRONMENT.parse(templates[key])
-        except TemplateSyntaxError as error:
-            return TemplateFault(key, f"a syntax error on line {error.lineno}")
-        for node in tree.find_all(nodes.Filter):
-            if node.name not in _ENVIRONMENT.filters:
-                return TemplateFault(key, f"an unknown filter on line {node.lineno}")
-        # The guards' calls are the parser's own (a template may not name them).
-        offered = set(_ENVIRONMENT.globals) | _defined(tree) | {"caller"}
-        for call in tree.find_all(nodes.Call):
-            callee = call.node
-            if isinstance(callee, nodes.Name) and callee.name not in offered:
-                return TemplateFault(key, f"an unknown function on line {call.lineno}")
-        if known_keys is not None:
-            unknown = sorted(_variables(tree) - known_keys)
-            if unknown:
-                return TemplateFault(key, f"variable {unknown[0]} is no assembled key")
+            kind = _parse_fault(templates[key], known_keys)
+        except RecursionError:
+            kind = NESTED_TOO_DEEP
+        if kind is not None:
+            return TemplateFault(key, kind)
     return None
+
+
+def _parse_fault(text: str, known_keys: frozenset[str] | None) -> str | None:
+    tree = _parsed(text)
+    if isinstance(tree, str):
+        return tree
+    for node in tree.find_all(nodes.Filter):
+        if node.name not in _ENVIRONMENT.filters:
+            return f"an unknown filter on line {node.lineno}"
+    # The guards' calls are the parser's own (a template may not name them).
+    offered = set(_ENVIRONMENT.globals) | _defined(tree) | {"caller", "loop"}
+    for call in tree.find_all(nodes.Call):
+        callee = call.node
+        if isinstance(callee, nodes.Name) and callee.name not in offered:
+            return f"an unknown function on line {call.lineno}"
+    if _emits_an_object(tree):
+        return RENDERS_AN_OBJECT
+    if known_keys is not None:
+        unknown = sorted(_variables(tree) - known_keys)
+        if unknown:
+            return f"variable {unknown[0]} is no assembled key"
+    return _compile_fault(tree)
 
 
 # -- after a valid full 200 ---------------------------------------------------------------------
@@ -501,9 +381,11 @@ def render_templates(
     templates: Mapping[str, str],
     assembled: Mapping[str, bytes],
     missing: frozenset[str] = frozenset(),
+    entering: Callable[[str], None] = lambda key: None,
 ) -> Rendered | TemplateFault:
     """Each entry over the assembled keys (S4.4/S4.5 done). An entry that reads a missing
-    source is left out and named in ``lacking``; any other error is the entry's fault."""
+    source is left out and named in ``lacking``; any other error is the entry's fault.
+    ``entering`` hears each destination key before its entry renders."""
     present: dict[str, Any] = {}
     for name, raw in assembled.items():
         try:
@@ -511,12 +393,13 @@ def render_templates(
         except UnicodeDecodeError:
             present[name] = BinaryValue(raw)
     context = {k: v for k, v in present.items() if k.isidentifier()}
-    context["values"] = _Values(present, missing)
+    context["values"] = Values(present, missing)
     data: dict[str, bytes] = {}
     lacking: dict[str, tuple[str, ...]] = {}
     for key in sorted(templates):
+        entering(key)
         outcome = _render_one(templates[key], context, missing)
-        if isinstance(outcome, _MissingSource):
+        if isinstance(outcome, MissingSource):
             lacking[key] = (outcome.name,)
         elif isinstance(outcome, bytes):
             data[key] = outcome
@@ -527,34 +410,40 @@ def render_templates(
 
 def _render_one(
     text: str, context: dict[str, Any], missing: frozenset[str]
-) -> bytes | _MissingSource | _BoundExceeded:
+) -> bytes | MissingSource | BoundExceeded:
     """The rendered bytes, the missing source it reads, or its error (a fixed kind)."""
+    tree = _parsed(text)
+    if isinstance(tree, str):
+        return BoundExceeded(tree)
     try:
-        tree_variables = _variables(_ENVIRONMENT.parse(text))
-    except TemplateSyntaxError as error:
-        return _BoundExceeded(f"a syntax error on line {error.lineno}")
-    lacking = sorted(tree_variables & missing)
+        lacking = sorted(_variables(tree) & missing)
+        if not lacking and missing and _reads_values_whole(tree):
+            lacking = sorted(missing)
+    except RecursionError:
+        return BoundExceeded(NESTED_TOO_DEEP)
     if lacking:
-        return _MissingSource(lacking[0])
-    token = _BUDGET.set(_Budget())
+        return MissingSource(lacking[0])
+    token = BUDGET.set(Budget())
     try:
         template = _ENVIRONMENT.from_string(text)
         return "".join(template.generate(context)).encode("utf-8")
-    except (_MissingSource, _BoundExceeded) as error:
+    except (MissingSource, BoundExceeded) as error:
         return error
-    except _FilterFailed as error:
-        return _BoundExceeded(error.name)
+    except FilterFailed as error:
+        return BoundExceeded(error.name)
     except UndefinedError:
-        return _BoundExceeded("an undefined variable or attribute")
+        return BoundExceeded("an undefined variable or attribute")
     except SecurityError:
-        return _BoundExceeded("an operation the sandbox does not allow")
+        return BoundExceeded("an operation the sandbox does not allow")
     except OverflowError:  # the sandbox's range() over its bound
-        return _BoundExceeded(f"more than {MAX_OPERATIONS:,} loop iterations and calls")
-    except RecursionError:
-        return _BoundExceeded(f"calls nested over {MAX_RECURSION} deep")
+        return BoundExceeded(TOO_MANY_OPERATIONS)
+    except (RecursionError, SyntaxError):  # Python's compiler nests less deep than Jinja
+        return BoundExceeded(NESTED_TOO_DEEP)
+    except MemoryError:
+        return BoundExceeded(OVER_MEMORY)
     except TemplateSyntaxError as error:
-        return _BoundExceeded(f"a syntax error on line {error.lineno}")
+        return BoundExceeded(f"a syntax error on line {error.lineno}")
     except Exception as error:  # the engine's own text can quote data: only its kind
-        return _BoundExceeded(f"a render error ({type(error).__name__})")
+        return BoundExceeded(f"a render error ({type(error).__name__})")
     finally:
-        _BUDGET.reset(token)
+        BUDGET.reset(token)
