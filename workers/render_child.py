@@ -109,7 +109,9 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, cpu_seconds: float, memory_bytes: i
                 return 0
             _limit_cpu(cpu_seconds)
             reply = answer(request, entering)
-            reply["recycle"] = _status_kib("VmRSS") * 1024 - baseline_rss > _RECYCLE_GROWTH
+            grown = _status_kib("VmRSS") * 1024 - baseline_rss > _RECYCLE_GROWTH
+            overran = (reply.get("fault") or [None, None])[1] == OVER_MEMORY
+            reply["recycle"] = grown or overran  # a fresh child after any overrun
             write_frame(stdout, reply)
             if reply["recycle"]:
                 return 0

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from bench.hostile_templates import CANARY, HOSTILE, MEMORY_BOUND_MIB, VALUES, measure
+from bench.hostile_templates import CANARY, HOSTILE, TRACED_BOUND_MIB, VALUES, measure
+from workers.engine.template_bounds import NESTED_TOO_DEEP, RENDERS_AN_OBJECT
 from workers.engine.templates import (
     Rendered,
     TemplateFault,
@@ -164,7 +165,7 @@ def test_a_hostile_template_is_a_clear_fault_in_bounded_memory_without_a_value(n
     message, _, peak_mib = measure(template)
     assert message.startswith("the template of data key dest is invalid: " + kind), message
     assert CANARY not in message
-    assert peak_mib < MEMORY_BOUND_MIB
+    assert peak_mib < TRACED_BOUND_MIB
 
 
 def test_no_fault_text_quotes_a_value_even_when_a_filter_fails_on_it():
@@ -172,3 +173,68 @@ def test_no_fault_text_quotes_a_value_even_when_a_filter_fails_on_it():
         outcome = render_templates({"k": "{{ (password|" + name + ") + password }}"}, VALUES)
         text = outcome.message if isinstance(outcome, TemplateFault) else ""
         assert CANARY not in text and CANARY[:8] not in text
+
+
+# -- determinism (S11.2 rev 4) -------------------------------------------------------------------
+
+PAIR = {"DB_USER": b"admin", "b.key": b"it's"}
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{{ values|tojson }}", '{"DB_USER": "admin", "b.key": "it\'s"}'),
+        ("{{ values|toyaml }}", '"DB_USER": "admin"\n"b.key": "it\'s"\n'),
+        (
+            "{% for k, v in values.items() %}{{ k }}={{ v }};{% endfor %}",
+            "DB_USER=admin;b.key=it's;",
+        ),
+        ("{% for k, v in values|dictsort %}{{ k }};{% endfor %}", "b.key;DB_USER;"),
+        ("{{ values.DB_USER }}", "admin"),
+    ],
+)
+def test_values_is_a_mapping_of_strings_as_other_operators_give_it(template, expected):
+    assert _render(template, PAIR) == expected.encode()
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ values }}", "{{ DB_USER.upper }}", "{{ [DB_USER] }}", "{{ {'a': DB_USER} }}"],
+)
+def test_an_object_the_parser_can_see_is_refused_before_the_fetch(template):
+    assert parse_templates({"k": template}, None) == TemplateFault("k", RENDERS_AN_OBJECT)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ DB_USER.upper ~ '' }}",
+        "{{ DB_USER.upper|string }}",
+        "{{ [DB_USER]|map('upper') }}",
+        "{{ [DB_USER, DB_USER]|map(attribute='upper')|join(',') }}",
+        "{% set s = values.items() %}{{ s }}",
+        "{{ values.items() }}",
+    ],
+)
+def test_an_object_seen_only_at_render_is_a_fault_never_a_repr(template):
+    assert parse_templates({"k": template}, None) is None
+    assert render_templates({"k": template}, PAIR) == TemplateFault("k", RENDERS_AN_OBJECT)
+
+
+def test_an_entry_that_reads_values_whole_lacks_every_missing_source():
+    outcome = render_templates(
+        {"all": "{{ values|tojson }}", "one": "{{ values['user'] }}"},
+        {"user": b"admin"},
+        missing=frozenset({"password"}),
+    )
+    assert isinstance(outcome, Rendered)
+    assert outcome.data == {"one": b"admin"} and outcome.lacking == {"all": ("password",)}
+
+
+def test_explain_s_variables_of_a_template_nested_too_deep_are_empty_not_an_error():
+    deep = "{{ " + "(" * 200 + "x" + ")" * 200 + " }}"
+    assert template_variables({"k": deep, "ok": "{{ a }}"}) == {
+        "k": frozenset(),
+        "ok": frozenset({"a"}),
+    }
+    assert parse_templates({"k": deep}, None) == TemplateFault("k", NESTED_TOO_DEEP)
