@@ -28,6 +28,7 @@ from tests.support.world import World
 from workers.engine.reconcile import Engine
 from workers.engine.settings import OperatorSettings
 from workers.queue.memory import MemoryQueue
+from workers.runtime import contain_templates
 
 _server_version: dict[str, str] = {}
 LOCAL_CLUSTER: list[LocalControlPlane] = []  # the session's own control plane, when it made one
@@ -159,6 +160,7 @@ def operator_namespace(api_client: client.ApiClient) -> str:
 
 
 def make_engine(api_client: client.ApiClient, **settings: Any) -> Engine:
+    contain_templates()  # templates render in renderer children, as in every operator process
     options = {
         "operator_namespace": OPERATOR_NAMESPACE,
         "native_secret_types": True,

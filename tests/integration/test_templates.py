@@ -9,6 +9,7 @@ import io
 from dotenv import dotenv_values
 from kubernetes import client
 
+from tests.integration.test_rollouts import _apps, _deployment, _stamp_on
 from tests.support.kube import settle, write_counters
 from tests.support.world import canary
 
@@ -83,3 +84,26 @@ def test_unchanged_resyncs_of_all_three_kinds_write_nothing(world):
             result = world.reconcile(name)
             assert result.outcome.reason == "Current" and not result.status_written, name
     assert write_counters(world.api_client) == before
+
+
+def test_a_forced_sync_of_values_toyaml_with_nothing_changed_writes_nothing_and_keeps_the_stamp(
+    world,
+):
+    """S11.2 rev 4 determinism: ``values | toyaml`` (ESO's ``. | toYaml``) renders the same bytes
+    on every full delivery, so a forced cursorless sync rewrites nothing and restarts nothing."""
+    target = {"name": "app-env", "template": {"data": {"all.yaml": "{{ values | toyaml }}"}}}
+    values = world.ready(target=target)
+    assert world.target().data["all.yaml"].startswith(b'"DATABASE_URL": ')
+    assert values["DATABASE_URL"].encode() in world.target().data["all.yaml"]
+    _apps(world).create_namespaced_deployment(world.namespace, _deployment(opt_in="app-env"))
+    for _ in range(3):
+        world.reconcile()
+    stamp = _stamp_on(world, "Deployment", "web")
+    assert stamp
+    settle(world.api_client, world.namespace)
+    before = write_counters(world.api_client)
+    forced = world.reconcile(forced_full=True)
+    assert world.requests()[-1].cursor_present is False  # a full delivery, not a "current"
+    assert forced.outcome.reason in ("Current", "Delivered"), forced.outcome.message
+    assert write_counters(world.api_client) == before
+    assert _stamp_on(world, "Deployment", "web") == stamp

@@ -279,10 +279,18 @@ def _replace_size(values: list[Any], kwargs: dict[str, Any]) -> int:
 
 
 def _indent_size(values: list[Any], kwargs: dict[str, Any]) -> int:
+    """Jinja indents every line after the first (blank ones only with ``blank``), and the
+    first with ``first``."""
     text = str(values[0])
     width = _argument(values, kwargs, 1, "width", 4)
     step = len(width) if isinstance(width, str) else abs(int(width))
-    return len(text) + (text.count("\n") + 1) * step
+    first, blank = (
+        _argument(values, kwargs, 2, "first", False),
+        _argument(values, kwargs, 3, "blank", False),
+    )
+    lines = (text + "\n").splitlines()
+    indented = sum(1 for line in lines[1:] if blank or line) + (1 if first else 0)
+    return len(text) + 1 + indented * step
 
 
 def _wordwrap_size(values: list[Any], kwargs: dict[str, Any]) -> int:
