@@ -16,6 +16,7 @@ import threading
 import time
 import tracemalloc
 
+from workers.engine.template_bounds import OVER_CPU, OVER_TIME
 from workers.engine.templates import Rendered, render_templates
 from workers.render_pool import RenderPool
 
@@ -99,7 +100,8 @@ HOSTILE: dict[str, tuple[str, str]] = {
 }
 
 # What no count sees: one C call holding the interpreter, or memory no string holds. Only the
-# renderer child's operating-system budget stops these (workers/render_pool.py).
+# renderer child's operating-system budget stops these (workers/render_pool.py). A CPU case on a
+# host too busy to give it 2 s of CPU within 5 s ends at the wall budget instead: also met.
 CONTAINED: dict[str, tuple[str, str]] = {
     "big-division": (
         "{% set y = 3**2500000 %}{% set x = 2**4000000 * y %}{{ x // y }}",
@@ -204,8 +206,9 @@ def main() -> int:
     for name, (template, kind) in {**HOSTILE, **CONTAINED}.items():
         row = contained(template)
         message = str(row["message"])
+        stopped = message.split(": ", 1)[-1]
         ok = (
-            message.startswith("the template of data key dest is invalid: " + kind)
+            (stopped.startswith(kind) or (kind == OVER_CPU and stopped == OVER_TIME))
             and float(row["seconds"]) < WALL_BOUND_SECONDS  # type: ignore[arg-type]
             and float(row["rss_growth_mib"]) < MEMORY_BOUND_MIB  # type: ignore[arg-type]
             and bool(row["other_ok"])

@@ -1,7 +1,8 @@
 """S11.2 Containment on a running operator (embedded mode, a real apiserver, the devserver):
 while one namespace's template holds a CPU in a big-integer division, another namespace's
 HikyoSecret delivers a changed value, /healthz answers every probe, the Lease never changes
-hands, and the hostile CR ends InvalidTemplate "exceeds its CPU budget" without a traceback."""
+hands, and the hostile CR ends InvalidTemplate "exceeds its CPU budget" (or, on a host too busy
+to give it the CPU, "exceeds its time budget") without a traceback."""
 
 from __future__ import annotations
 
@@ -20,10 +21,17 @@ from tests.support.operator_harness import Operator
 from tests.support.waiting import wait_for
 from tests.support.world import World, canary
 from workers.engine.ports import LEASE_NAME
+from workers.engine.template_bounds import OVER_CPU, OVER_TIME
 
 from .conftest import OPERATOR_NAMESPACE
 
-BIG_DIVISION, CPU_KIND = CONTAINED["big-division"]
+BIG_DIVISION, _ = CONTAINED["big-division"]
+# The kernel's CPU limit stops it; on a host too busy to give it 2 s of CPU in 5 s, the wall
+# budget does first. Either way it is contained.
+STOPPED = (
+    f"the template of data key boom is invalid: {OVER_CPU}",
+    f"the template of data key boom is invalid: {OVER_TIME}",
+)
 PROBE_TIMEOUT_SECONDS = 3.0  # the readiness/liveness probes' own timeout in the chart
 
 
@@ -89,7 +97,7 @@ def test_a_cpu_hog_template_in_one_namespace_costs_another_namespace_nothing(
         probes.start()
         first = wait_for(lambda: _lease(api_client).spec.holder_identity, what="a leader")
         wait_for(lambda: _holds(other, "other-env", values["DATABASE_URL"]), timeout=120)
-        wait_for(lambda: CPU_KIND in world.message("Delivery"), timeout=120, what="the hog refused")
+        wait_for(lambda: _delivery(world) in STOPPED, timeout=120, what="the hog refused")
         changed = canary("value")
         world.publish(DATABASE_URL=changed, LOG_LEVEL=values["LOG_LEVEL"])
         wait_for(lambda: _holds(other, "other-env", changed), timeout=120, what="the new value")
@@ -101,6 +109,6 @@ def test_a_cpu_hog_template_in_one_namespace_costs_another_namespace_nothing(
     assert probes.failures == [] and probes.answered > 10, probes.failures
     assert lease.spec.holder_identity == first  # never lost, never taken over
     assert world.conditions()["Delivery"] == ("False", "InvalidTemplate")
-    assert world.message("Delivery") == f"the template of data key boom is invalid: {CPU_KIND}"
+    assert world.message("Delivery") in STOPPED
     assert world.target("hog-env") is None
     assert "Traceback" not in operator.logs()

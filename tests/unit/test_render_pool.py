@@ -37,6 +37,14 @@ def pool():
     made.close()
 
 
+@pytest.fixture
+def patient_pool():
+    """A wall budget no loaded host reaches first: the CPU limit alone stops a hog here."""
+    made = RenderPool(wall_seconds=600)
+    yield made
+    made.close()
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -54,7 +62,8 @@ def test_a_render_returns_the_bytes_the_in_process_render_gives(pool):
     assert isinstance(isolated, Rendered) and isolated == local
 
 
-def test_a_cpu_hog_is_stopped_by_the_kernel_and_costs_this_process_nothing(pool):
+def test_a_cpu_hog_is_stopped_by_the_kernel_and_costs_this_process_nothing(patient_pool):
+    pool = patient_pool
     own, children = _own_cpu(), _children_cpu()
     fault = pool.render({"a-first": "{{ user }}", "b-hog": BIG_DIVISION}, VALUES, frozenset())
     pool.close()  # reap the children, so their CPU is counted
@@ -63,7 +72,8 @@ def test_a_cpu_hog_is_stopped_by_the_kernel_and_costs_this_process_nothing(pool)
     assert _own_cpu() - own < pool.cpu_seconds / 2  # this process waited, it did not compute
 
 
-def test_another_render_goes_on_while_a_hog_holds_a_child(pool):
+def test_another_render_goes_on_while_a_hog_holds_a_child(patient_pool):
+    pool = patient_pool
     hog: list[object] = []
     thread = threading.Thread(
         target=lambda: hog.append(pool.render({"k": BIG_DIVISION}, VALUES, frozenset()))
