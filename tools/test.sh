@@ -10,7 +10,7 @@
 #   bash tools/test.sh tests/integration -k fault   # anything else goes to one pytest as is
 #
 # Set HIKYO_SKIP_SETUP=1 to skip the installs (a machine already set up); KUBEBUILDER_ASSETS,
-# HELM and PROMTOOL, when set, are used as they are.
+# HELM, PROMTOOL and DOTENV_READER, when set, are used as they are.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -42,7 +42,9 @@ fi
 KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(bash tools/build-control-plane.sh | tail -n 1)}
 HELM=${HELM:-$(bash tools/build-helm.sh | tail -n 1)}
 PROMTOOL=${PROMTOOL:-$(bash tools/build-promtool.sh | tail -n 1)}
-export KUBEBUILDER_ASSETS HELM PROMTOOL
+# Docker Compose's .env reader, for the S11.3 dotenv read-back tests (tests/support/dotenv_reader.py).
+DOTENV_READER=${DOTENV_READER:-$(bash tools/build-dotenv-reader.sh | tail -n 1)}
+export KUBEBUILDER_ASSETS HELM PROMTOOL DOTENV_READER
 
 case "${1:-}" in
   "" | --lanes) exec python3 tools/lanes.py "$@" ;;

@@ -9,9 +9,11 @@ import io
 from dotenv import dotenv_values
 from kubernetes import client
 
+from bench.hostile_templates import CONTAINED, HOSTILE
 from tests.integration.test_rollouts import _apps, _deployment, _stamp_on
 from tests.support.kube import settle, write_counters
 from tests.support.world import canary
+from workers.engine.template_bounds import OVER_CPU, OVER_TIME
 
 URL = "postgres://{{ DATABASE_URL | urlquote }}/{{ values['log-level'] }}"
 
@@ -107,3 +109,41 @@ def test_a_forced_sync_of_values_toyaml_with_nothing_changed_writes_nothing_and_
     assert forced.outcome.reason in ("Current", "Delivered"), forced.outcome.message
     assert write_counters(world.api_client) == before
     assert _stamp_on(world, "Deployment", "web") == stamp
+
+
+def test_every_hostile_template_is_invalid_template_of_its_kind_and_quotes_nothing(world):
+    """Every case of bench/hostile_templates.py as a HikyoSecret of its own, rendered through the
+    renderer pool over canary values: each ends InvalidTemplate of its kind with nothing written,
+    and the session's canary sweep reads every condition, event and log line they made."""
+    cases = {
+        name: case
+        for name, case in {**HOSTILE, **CONTAINED}.items()
+        if "blob" not in case[0]  # the devserver publishes text; binary values are unit-tested
+    }
+    values = world.prepare(
+        mapping=[
+            {"key": "DATABASE_URL", "secretKey": "password"},
+            {"key": "LOG_LEVEL", "secretKey": "user"},
+        ],
+        target={"name": "app-env", "template": {"data": {"ok": "{{ user }}"}}},
+    )
+    for index, (template, _) in enumerate(cases.values()):
+        world.create_cr(
+            f"h{index}",
+            mapping=[
+                {"key": "DATABASE_URL", "secretKey": "password"},
+                {"key": "LOG_LEVEL", "secretKey": "user"},
+            ],
+            target={"name": f"h{index}-env", "template": {"data": {"dest": template}}},
+        )
+    for index, (name, (_, kind)) in enumerate(cases.items()):
+        reasons = [world.reconcile(f"h{index}").outcome.reason for _ in range(2)]
+        assert reasons[-1] == "InvalidTemplate", (name, reasons)
+        message = world.message("Delivery", f"h{index}")
+        stopped = message.removeprefix("the template of data key dest is invalid: ")
+        assert stopped.startswith(kind) or (kind == OVER_CPU and stopped == OVER_TIME), (
+            name,
+            message,
+        )
+        assert not any(value in message for value in values.values()), name
+        assert world.target(f"h{index}-env") is None, name

@@ -6,13 +6,38 @@ format cannot hold is a refusal naming the key (S5.6), never quoting the value.
 
 The quoting rules, and why (docs/operator-spec.md S11.3):
 
-- dotenv: ``KEY='value'`` when the value has no ``'``, ``\\`` or carriage return: both
-  python-dotenv and Docker Compose read a single-quoted value literally (line breaks, ``$``,
-  ``#`` and ``"`` included). Otherwise ``KEY="value"`` with ``\\``, ``"``, line feed and
-  carriage return escaped, which both decode alike, provided the value holds no ``$`` (Compose
-  interpolates inside double quotes and python-dotenv without interpolation does not) and does
-  not end in ``"`` or ``\\`` (Compose finds the closing quote by looking one byte back).
-  A value neither rule fits is refused.
+- dotenv: ``KEY=value`` lines that python-dotenv (>= 1.2, without interpolation, as S11.3 names
+  it) and Docker Compose (compose-go v2's ``dotenv``, with its ``$`` interpolation against any
+  environment) both read back exactly. Of the three forms, single quotes, double
+  quotes with backslash escapes and unquoted, each value that is not refused (below) takes the
+  first that fits:
+
+  1. ``'value'`` when it holds no ``'``, ``\\`` or carriage return: both readers take it
+     literally (line feeds, ``$``, ``#`` and ``"`` included; Compose expands no ``$`` in
+     single quotes).
+  2. ``"value"`` with ``\\``, ``"``, line feed and carriage return escaped (``\\\\``,
+     ``\\"``, ``\\n``, ``\\r``), which both decode alike, when no ``$`` in it is one
+     Compose expands (``$$``, ``${``, or ``$`` before ``_`` or a letter: ASCII, or U+017F
+     and U+212A, which Go's case folding adds; python-dotenv decodes neither ``\\$`` nor ``$$``,
+     so such a ``$`` has no spelling both read) and it does not end in ``\\`` (python-dotenv
+     before 1.2.3 takes ``\\\\"`` for an escaped quote and reads on to the next ``"`` in
+     the file).
+  3. ``'value'`` with ``'`` as ``\\'`` (both readers decode that, and Compose expands no
+     ``$`` in single quotes) when it holds no carriage return (python-dotenv reads the file with
+     universal newlines), no ``\\`` before ``\\`` or ``'`` (python-dotenv decodes those
+     pairs in single quotes, Compose keeps them) and does not end in ``\\`` (both take
+     ``\\'`` for an escaped quote).
+  4. ``value`` unquoted when it is one line that starts with no quote or whitespace, ends in no
+     whitespace, holds no ``#`` after whitespace (a comment to both) and no ``$`` Compose
+     expands: e.g. ``\\`` or ``C:\\dir\\``.
+
+  Refused (``InvalidSecretData`` naming the keys, never the values), because no form carries
+  them: a value ending in ``\\`` that cannot be unquoted (2 and 3 cannot close it); and a
+  value with a ``$`` Compose expands (so neither 2 nor 4) that also holds a carriage return,
+  ``\\\\`` or ``\\'`` (so not 3). A value the rules before spec revision 4 delivered (1 and
+  a narrower 2) keeps its bytes. python-dotenv's own ``${NAME}`` interpolation, on when a
+  program calls ``load_dotenv`` without ``interpolate=False``, replaces such references in
+  every form; read such a file with ``interpolate=False`` (docs/coming-from-eso.md).
 - json: one object of strings, two-space indent, only JSON's required escapes, ``\\n`` last.
 - yaml: one block mapping, every key and value a double-quoted scalar (so YAML 1.1 and 1.2
   readers both read strings: no ``yes``/``on``/``0x10`` surprises) with ``\\``, ``"``, line
@@ -78,33 +103,80 @@ def _dotenv(items: list[tuple[str, str]]) -> bytes | ContentRefusal:
     refused = dotenv_names_refused([name for name, _ in items])
     if refused is not None:
         return refused
-    lines, unquotable = [], []
+    lines: list[str] = []
+    unquotable: dict[str, list[str]] = {}  # why -> the keys (names only, S5.6)
     for name, value in items:
         quoted = dotenv_quoted(value)
         if quoted is None:
-            unquotable.append(name)
+            unquotable.setdefault(dotenv_refusal(value), []).append(name)
         else:
             lines.append(f"{name}={quoted}\n")
     if unquotable:
+        reasons = "; ".join(
+            f"the values of {key_list(names)} {why}" for why, names in sorted(unquotable.items())
+        )
         return ContentRefusal(
             INVALID_SECRET_DATA,
-            f"the values of {key_list(unquotable)} hold a quote or backslash together with '$' "
-            "(or end in one), which no dotenv quoting lets both python-dotenv and Docker "
-            "Compose read back alike: map them to keys of their own",
+            f"{reasons}: so no dotenv form (single quotes, double quotes with backslash escapes, "
+            "or unquoted) lets both python-dotenv and Docker Compose read them back exactly; "
+            "change those values in Hikyo, or deliver them in the json, yaml or properties format",
         )
     return "".join(lines).encode("utf-8")
 
 
 _DOUBLE_QUOTED = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+# A '$' Compose's interpolation takes up outside single quotes: '$$', '${', or '$' before a
+# name's first character ([_a-z] case-insensitively; Go's folding adds U+017F and U+212A).
+_COMPOSE_EXPANDS = re.compile("\\$[$_{A-Za-z\u017f\u212a]")
+# Pairs python-dotenv decodes inside single quotes and Compose keeps as they are.
+_SINGLE_QUOTE_PAIR = re.compile(r"\\[\\']")
+_COMMENT = re.compile(r"\s#")  # python-dotenv ends an unquoted value there, Compose at " #"
 
 
 def dotenv_quoted(value: str) -> str | None:
-    """The value as a dotenv file writes it, or None when no quoting is read back alike."""
+    """The value as a dotenv file writes it (the first form of the module docstring that both
+    readers read back exactly), or None when no form does."""
     if not any(c in value for c in "'\\\r"):
         return f"'{value}'"
-    if "$" not in value and not value.endswith(('"', "\\")):
+    expands = _COMPOSE_EXPANDS.search(value) is not None
+    open_end = value.endswith("\\")  # a quote after it reads as escaped
+    if not expands and not open_end:
         return f'"{value.translate(_DOUBLE_QUOTED)}"'
+    if not open_end and "\r" not in value and not _SINGLE_QUOTE_PAIR.search(value):
+        return "'" + value.replace("'", "\\'") + "'"
+    if not expands and _unquoted_fits(value):
+        return value
     return None
+
+
+def _unquoted_fits(value: str) -> bool:
+    """Both readers take an unquoted value to the line's end, less trailing whitespace and a
+    comment; a leading quote starts a quoted value and leading whitespace is skipped."""
+    return (
+        value != ""
+        and value[0] not in "'\""
+        and not value[0].isspace()
+        and not value[-1].isspace()
+        and "\n" not in value
+        and "\r" not in value
+        and not _COMMENT.search(value)
+    )
+
+
+def dotenv_refusal(value: str) -> str:
+    """Why no dotenv form carries ``value`` (for a value ``dotenv_quoted`` refuses); it names
+    the kind of content, never the content."""
+    if value.endswith("\\"):
+        return (
+            "end in a backslash, which one of the readers takes as escaping any closing quote, "
+            "and cannot go unquoted (they span lines, start with a quote or whitespace, or hold "
+            "'#' after whitespace or a '$' that Compose expands)"
+        )
+    return (
+        "hold a '$' that Compose expands outside single quotes ('$$', '${' or '$' before a "
+        "name) together with a carriage return, a double backslash or a backslash before a "
+        "quote, which the two readers take apart differently in single quotes"
+    )
 
 
 # -- json -----------------------------------------------------------------------------------
