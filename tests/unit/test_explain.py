@@ -419,3 +419,24 @@ def test_explain_shows_the_step_of_each_s11_5_reason(target, found, attempt, ste
     lines = _lines(observed(the_cr, target=existing), attempt=attempt)
     assert _stop_line(lines) == step
     assert f"outcome: {reason}" in "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("template", "kind"),
+    [
+        ("{{ " + "(" * 200 + "DATABASE_URL" + ")" * 200 + " }}", "nested too deep"),
+        ("{% if 1 %}" * 300 + "x" + "{% endif %}" * 300, "nested too deep"),
+        ("{{ values }}", "renders an object"),
+    ],
+)
+def test_explain_shows_a_template_the_parser_refuses_at_r11a_with_its_kind(template, kind):
+    """S11.2 rev 4: RecursionError in the parser and an object the parser sees are the
+    entry's InvalidTemplate before the fetch, and explain says so instead of raising."""
+    from tests.unit.decide_fixtures import TARGET, cr
+
+    the_cr = cr(target={"name": TARGET, "template": {"data": {"url": template}}})
+    lines = _lines(observed(the_cr))
+    assert _stop_line(lines) == "R11a"
+    text = "\n".join(lines)
+    assert "outcome: Delivery=False/InvalidTemplate" in text
+    assert f"the template of data key url is invalid: {kind}" in text
