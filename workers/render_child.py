@@ -6,7 +6,9 @@ stdout, under limits the kernel enforces:
   allocation over it is a ``MemoryError``, answered as "exceeds its memory budget");
 - ``RLIMIT_CPU``: raised before each request to the CPU time used so far plus the CPU budget
   (the kernel stops the child with SIGXCPU, whatever holds its interpreter);
-- ``RLIMIT_CORE`` 0: a stopped child leaves no core file (it held values).
+- ``RLIMIT_CORE`` 0: a stopped child leaves no core file (it held values);
+- ``oom_score_adj`` 1000: when the pod as a whole runs out of memory, the kernel kills a
+  renderer before the operator.
 
 Values cross only the two pipes: never a file, an argument, the environment or a log. The child
 writes nothing to stderr (the pool discards it), and its answers carry a fault's fixed kind,
@@ -91,8 +93,18 @@ def _limit_cpu(budget_seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
 
 
+def _first_to_go() -> None:
+    """Raising one's own OOM score needs no privilege; where /proc has none, nothing to do."""
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as score:
+            score.write("1000")
+    except OSError:
+        pass
+
+
 def serve(stdin: BinaryIO, stdout: BinaryIO, cpu_seconds: float, memory_bytes: int) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _first_to_go()
     templates.render_templates({"warm": "{{ warm|tojson }}"}, {"warm": b"x"})  # load it all
     baseline_rss = _status_kib("VmRSS") * 1024
     address_space = _status_kib("VmSize") * 1024 + memory_bytes

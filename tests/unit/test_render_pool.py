@@ -6,6 +6,7 @@ process spends nothing on it; the next render gets a fresh child."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import threading
 from pathlib import Path
@@ -127,3 +128,12 @@ def test_an_operator_process_points_the_engine_at_the_pool():
         assert isinstance(rendering.active_renderer(), RenderPool)
     finally:
         rendering.use_renderer(previous)
+
+
+def test_a_renderer_is_the_kernel_s_first_choice_when_the_pod_runs_out_of_memory(pool):
+    assert isinstance(pool.render({"k": "{{ user }}"}, VALUES, frozenset()), Rendered)
+    (child,) = pool._idle
+    assert Path(f"/proc/{child.process.pid}/oom_score_adj").read_text().strip() == "1000"
+    limits = Path(f"/proc/{child.process.pid}/limits").read_text()
+    assert re.search(r"Max core file size\s+0\s+0", limits)
+    assert re.search(r"Max address space\s+\d+", limits)
