@@ -168,7 +168,7 @@ def is_plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, (*_SCALARS, BinaryValue)):
         return True
     if depth > _PLAIN_DEPTH:
-        return False
+        raise BoundExceeded(NESTED_TOO_DEEP)
     if isinstance(value, list | tuple):
         return all(is_plain(item, depth + 1) for item in value)
     if isinstance(value, dict):

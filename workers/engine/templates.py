@@ -108,8 +108,8 @@ def _guarded_filter(name: str, function: Callable[..., Any]) -> Callable[..., An
         filter_inputs(name, values, kwargs, current)
         try:
             result = function(*args[:head], *values, **kwargs)
-        except (BoundExceeded, MissingSource, FilterFailed):
-            raise
+        except (BoundExceeded, MissingSource, FilterFailed, RecursionError, MemoryError):
+            raise  # each has a kind of its own (_render_one)
         except Exception:
             raise FilterFailed(f"filter {name} failed on its input") from None
         if isinstance(result, Iterator):  # map/select/... : bounded as they are consumed
