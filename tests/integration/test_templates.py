@@ -92,22 +92,29 @@ def test_a_forced_sync_of_values_toyaml_with_nothing_changed_writes_nothing_and_
     world,
 ):
     """S11.2 rev 4 determinism: ``values | toyaml`` (ESO's ``. | toYaml``) renders the same bytes
-    on every full delivery, so a forced cursorless sync rewrites nothing and restarts nothing."""
+    on every full delivery, so a forced cursorless sync writes neither the Secret nor the
+    workload (the apiserver's own counters) and the stamp stays."""
     target = {"name": "app-env", "template": {"data": {"all.yaml": "{{ values | toyaml }}"}}}
+    _apps(world).create_namespaced_deployment(world.namespace, _deployment(opt_in="app-env"))
     values = world.ready(target=target)
     assert world.target().data["all.yaml"].startswith(b'"DATABASE_URL": ')
     assert values["DATABASE_URL"].encode() in world.target().data["all.yaml"]
-    _apps(world).create_namespaced_deployment(world.namespace, _deployment(opt_in="app-env"))
-    for _ in range(3):
-        world.reconcile()
-    stamp = _stamp_on(world, "Deployment", "web")
-    assert stamp
+    assert world.reconcile().outcome.reason == "Current"
+    stamp = world.status()["stamp"]
+    assert _stamp_on(world, "Deployment", "web") == stamp
     settle(world.api_client, world.namespace)
     before = write_counters(world.api_client)
     forced = world.reconcile(forced_full=True)
     assert world.requests()[-1].cursor_present is False  # a full delivery, not a "current"
-    assert forced.outcome.reason in ("Current", "Delivered"), forced.outcome.message
-    assert write_counters(world.api_client) == before
+    assert forced.outcome.reason == "Delivered", forced.outcome.message
+    assert forced.outcome.wrote_secret is False and forced.rolled == []
+    # A forced sync updates the CR's status (its outcome and cursor); the Secret and the workload
+    # are not written at all.
+    after = write_counters(world.api_client)
+    assert {k: v for k, v in after.items() if "hikyosecrets" not in k} == {
+        k: v for k, v in before.items() if "hikyosecrets" not in k
+    }
+    assert world.status()["stamp"] == stamp
     assert _stamp_on(world, "Deployment", "web") == stamp
 
 
