@@ -4,7 +4,8 @@ Pure.
 Every loop iteration, call and filter counts against ``MAX_OPERATIONS``, and a filter that
 iterates its input counts each element first. A string or list that an operator or a filter
 builds is sized from its inputs *before* it is built wherever its inputs size it (repetition,
-``+``, ``join``, ``format``, ``replace``, ``center``, ``indent``, ``wordwrap``): over
+``join``, ``format``, ``replace``, ``indent``, ``wordwrap``; ``center``, ``truncate`` and the
+rest build at most their largest input or number argument, which are bounded first): over
 ``MAX_STRING`` is a fault. Everything built counts against ``MAX_BUILT`` in total, so many
 distinct large strings fail as clearly as one. What these counts cannot see (one big-integer
 division, a slow regular expression) the operating system's budget catches
@@ -186,11 +187,10 @@ def emitted(value: Any) -> Any:
 
 
 def counted(items: Iterable[Any], current: Budget) -> Iterator[Any]:
-    """Elements of an iterable a filter consumes: each one an operation, each one plain."""
+    """Elements of an iterable a filter consumes or yields: each one an operation, each one
+    sized. Whether each is plain is checked where it is emitted or stringified."""
     for item in items:
         current.operate()
-        if not is_plain(item):
-            raise BoundExceeded(RENDERS_AN_OBJECT)
         yield checked(item)
 
 
@@ -301,15 +301,10 @@ def _wordwrap_size(values: list[Any], kwargs: dict[str, Any]) -> int:
     return len(text) + lines * (len(str(wrap)) if wrap is not None else 1)
 
 
-def _center_size(values: list[Any], kwargs: dict[str, Any]) -> int:
-    return max(len(str(values[0])), abs(int(_argument(values, kwargs, 1, "width", 80))))
-
-
 _BUILDS = {
     "join": _join_size,
     "format": _format_size,
     "replace": _replace_size,
     "indent": _indent_size,
     "wordwrap": _wordwrap_size,
-    "center": _center_size,
 }

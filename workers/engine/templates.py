@@ -150,9 +150,6 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
         repeated = isinstance(left, str | list | tuple) and isinstance(right, int)
         if operator == "*" and repeated and max(size_of(left), 1) * max(right, 0) > MAX_STRING:
             raise BoundExceeded(STRING_TOO_LONG)
-        joined = isinstance(left, str | list | tuple) and type(left) is type(right)
-        if operator == "+" and joined and size_of(left) + size_of(right) > MAX_STRING:
-            raise BoundExceeded(STRING_TOO_LONG)
         if operator in ("*", "**") and isinstance(left, int) and isinstance(right, int):
             bits = abs(left).bit_length() * (abs(right) if operator == "**" else 1)
             if bits + (abs(right).bit_length() if operator == "*" else 0) > 8 * MAX_STRING:
