@@ -16,15 +16,18 @@ from typing import Any
 
 from .engine.credentials import Credential
 from .engine.errors import HikyoClientError
+from .engine.fetch import requested_for
 from .engine.fetched import Scope
 from .engine.observe import read_credential
 from .engine.outcome import Requeue
 from .engine.pacing import (
+    GateNotes,
     gate_note_names,
     instance_gate,
     note_answer,
     pause_instance,
     pause_scope,
+    resumed,
 )
 from .engine.reports import (
     capabilities_note,
@@ -104,7 +107,7 @@ def _pace_wait(
     runtime: Runtime,
     scope: str,
     now: float,
-    gate_notes: tuple[str | None, str | None] | None = None,
+    gate_notes: GateNotes | None = None,
 ) -> float:
     """0 when this report may go to the instance now (a token taken), else seconds to wait:
     the S4.1.6 pause of its org, the unresponsive-instance probe gate, the instance's token
@@ -117,6 +120,7 @@ def _pace_wait(
     gate = instance_gate(store, instance_uid, org, now, gate_notes)
     return (
         gate.paused
+        or gate.resume_in
         or gate.probe_in
         or store.take_token(
             f"instance:{instance_uid}", runtime.settings.fetch_qps, runtime.settings.fetch_burst
@@ -179,7 +183,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     scope = pause_scope(instance_uid, spec.org)
     if not instance_notes:
         instance_notes = store.get_notes(*_instance_note_names(instance_uid, spec.org))
-    capabilities, paused_until, unresponsive = instance_notes
+    capabilities, *gate = instance_notes
     if not reporting_offered(capabilities):
         return None, period  # S7.2: only to a server that advertised the capability
     cluster_id = _cluster_id(runtime, known_cluster_id)
@@ -189,7 +193,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     now = time.time()
     # S4.1.6: reports share the instance's pace; a token taken above for this very instance
     # and org is this report's.
-    gate_notes = (paused_until, unresponsive)
+    gate_notes: GateNotes = (gate[0], gate[1], gate[2])
     wait = 0.0 if paced_scope == scope else _pace_wait(runtime, scope, now, gate_notes)
     if wait > 0:
         store.put_note(_waiting_note(key), scope, wait + WAITING_NOTE_MARGIN)
@@ -208,8 +212,12 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     answer = client.report_status(
         Scope(spec.org, spec.project, spec.environment), token=token, report=body
     )
-    note_answer(store, instance_uid, answer.detail if answer.status is None else None)
+    note_answer(
+        store, instance_uid, answer.detail if answer.status is None else None, requested_for(spec)
+    )
     decided = verdict(answer.status, answer.retry_after, period)
+    if gate_notes[2] and answer.status not in (None, 429):  # the first after a pause: it ends
+        resumed(store, scope)
     if answer.status == 429:  # S7.5: plus the instance pause
         pause_instance(store, scope, answer.retry_after or 1.0, now)
     if decided.pause:
@@ -220,7 +228,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     return attempt, decided.next_in
 
 
-def _instance_note_names(instance_uid: str, org: str) -> tuple[str, str, str]:
+def _instance_note_names(instance_uid: str, org: str) -> tuple[str, str, str, str]:
     """The notes a report reads about its instance: its S7.2 capabilities and its gate's."""
     return capabilities_note(instance_uid), *gate_note_names(instance_uid, org)
 

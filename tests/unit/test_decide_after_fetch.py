@@ -16,7 +16,6 @@ from tests.unit.decide_fixtures import (
     CURSOR,
     DEFAULT_DATA,
     FRESH_ROOT,
-    INSTANCE,
     INSTANCE_UID,
     NATIVE,
     NEW_CURSOR,
@@ -111,16 +110,16 @@ def test_R15_pacing_gates_stop_without_any_write_and_without_backoff(gate, wait,
         assert wait <= outcome.delay <= 2 * wait
 
 
-def test_R15_unresponsive_instance_is_fetch_failed_without_event_or_secret_write():
+def test_R15_waiting_for_an_unresponsive_instance_writes_nothing_and_is_no_failure():
+    """S4.1.9 rev 4: like a pause, the CR's conditions and lifecycle stay as they were; its
+    condition never says another CR's request timed out."""
     plan = answered(observed(), FetchAttempt(gate=Gate.UNRESPONSIVE, wait=3.0))
     outcome = plan.outcome
-    assert outcome.reason == "FetchFailed"
-    assert _condition(outcome, "Synced") == ("False", "FetchFailed")
-    assert INSTANCE in outcome.conditions["Synced"].message
-    assert outcome.events == []  # the probe's own failure emits one
-    assert outcome.requeue is Requeue.AFTER
-    assert outcome.delay >= PROBE_INTERVAL_SECONDS
-    assert outcome.status == {}  # cursor unchanged
+    assert outcome.reason == "InstanceUnresponsive"
+    assert not outcome.write_status and outcome.conditions == {} and outcome.status == {}
+    assert outcome.events == [] and outcome.lifecycle is None
+    assert outcome.requeue is Requeue.AFTER  # not a failure: no backoff step
+    assert PROBE_INTERVAL_SECONDS <= outcome.delay <= 2 * PROBE_INTERVAL_SECONDS
     assert not outcome.fetched
     assert plan.secret is None and plan.rollout is None and plan.store == ()
 

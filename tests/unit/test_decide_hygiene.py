@@ -214,7 +214,7 @@ REACHES = {
     "fetch-plan-fresh-root": None,
     "fetch-plan-federated": None,
     "R15-paused": "InstancePaused",
-    "R15-unresponsive": "FetchFailed",
+    "R15-unresponsive": "InstanceUnresponsive",
     "R16-current": "Current",
     "R16-delivered": "Delivered",
     "R16-keys-missing": "Delivered",

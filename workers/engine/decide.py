@@ -23,7 +23,8 @@ from .merge import MERGE, MERGE_FINALIZER, delivered_data, merge_target_refusal
 from .messages import key_list
 from .native_types import OPAQUE, unmapped_required
 from .observed import UNREAD, Observed
-from .outcome import Outcome, Requeue, failure, refusal, stop_quietly
+from .outcome import Outcome, Requeue, failure, refusal, stop_quietly, waiting
+from .pacing import INSTANCE_PAUSED, resume_delay_while_paused
 from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNote
 from .ports import SecretObject
 from .refusals import forbidden_outcome, not_owned
@@ -304,6 +305,9 @@ def _credential(
         assert account is not None
         if observed.token is UNREAD:
             return Needs(Read.TOKEN)
+        if observed.token_deferred > 0:  # S4.1.6 rev 4: a CR waiting for a pause mints nothing
+            delay = resume_delay_while_paused(observed.token_deferred)
+            return steps.stop(waiting(INSTANCE_PAUSED, delay))
         found = from_token(spec, account, observed.token, observed.token_error)
     return found if isinstance(found, Credential) else steps.stop(found)
 

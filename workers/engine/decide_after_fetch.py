@@ -22,8 +22,9 @@ from .merge import MERGE, foreign_keys, keys_owned_elsewhere_refusal, merged
 from .messages import key_list
 from .native_types import OPAQUE
 from .observed import Observed
-from .outcome import Event, Outcome, Requeue, failure, refusal
+from .outcome import Event, Outcome, Requeue, failure, refusal, waiting
 from .pacing import (
+    INSTANCE_PAUSED,
     PROBE_INTERVAL_SECONDS,
     pause_scope,
     pause_seconds,
@@ -38,6 +39,7 @@ from .shaping import deliver
 from .stamp import compute_stamp, empty_content_stamp
 
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
+INSTANCE_UNRESPONSIVE = "InstanceUnresponsive"  # S4.1.9: waiting, like a pause
 
 
 class NotAFetch(EngineError):
@@ -80,7 +82,7 @@ def _answer(
 ) -> Plan:
     spec, uid = fetch.spec, fetch.instance_uid
     if attempt.gate is not None:  # R15: stood off, not fetched (S4.1.6)
-        return Plan(outcome=_gated(attempt, spec.instance_name, spec.uid))
+        return Plan(outcome=_gated(attempt, spec.uid))
     result = attempt.result
     assert result is not None
     plan: Plan
@@ -128,26 +130,16 @@ def _answer(
     return replace(plan, outcome=replace(plan.outcome, fetched=True))
 
 
-def _gated(attempt: FetchAttempt, instance_name: str, cr_uid: str) -> Outcome:
+def _gated(attempt: FetchAttempt, cr_uid: str) -> Outcome:
     if attempt.gate is Gate.UNRESPONSIVE:
-        # Not fetched, and no slot held: a probe finds out when the instance answers again.
-        # Synced=False/FetchFailed tells why; no event (the probe's own failure emits one).
-        outcome = failure(
-            f"not fetched: HikyoInstance {instance_name} did not answer in time; one request at "
-            "a time probes it until it answers",
-            requeue=Requeue.AFTER,
-            delay=spread(max(attempt.wait, PROBE_INTERVAL_SECONDS), cr_uid),
-        )
-        return replace(outcome, events=[])
+        # S4.1.9: waiting for an instance that stopped answering is not this CR's failure: no
+        # write, its conditions stay as they were; a probe finds out when the instance answers.
+        delay = spread(max(attempt.wait, PROBE_INTERVAL_SECONDS), cr_uid)
+        return waiting(INSTANCE_UNRESPONSIVE, delay)
     if attempt.gate is Gate.PAUSED:
         # Back at the pause's end, in the order the CRs waiting on it became due (S4.1.6).
-        return _paced("InstancePaused", resume_delay_while_paused(attempt.wait))
-    return _paced("Paced", attempt.wait)
-
-
-def _paced(reason: str, delay: float) -> Outcome:
-    """S4.1.6: not a failure: no write, no backoff step, run again when a token is due."""
-    return Outcome(reason=reason, requeue=Requeue.AFTER, delay=delay, write_status=False)
+        return waiting(INSTANCE_PAUSED, resume_delay_while_paused(attempt.wait))
+    return waiting("Paced", attempt.wait)
 
 
 # -- R16: a valid 200 ------------------------------------------------------------------------

@@ -11,10 +11,25 @@ from typing import Protocol
 
 from .fetched import FetchOutcome, Scope
 from .observed import UNREAD, Observed
-from .pacing import instance_gate, note_answer, wait_for_token
+from .pacing import (
+    instance_gate,
+    note_answer,
+    pause_scope,
+    requester,
+    resumed,
+    wait_for_token,
+)
 from .plan import FetchAttempt, FetchPlan, Gate, Now
 from .ports import CoordinationStore
 from .settings import OperatorSettings
+from .spec import SecretSpec
+
+
+def requested_for(spec: SecretSpec) -> str:
+    """S4.1.9's requester of a CR's requests: its credential (Secret or ServiceAccount, in its
+    namespace) in its org."""
+    credential = spec.credential_secret or f"sa:{spec.credential_service_account or ''}"
+    return requester(spec.org, f"{spec.namespace}/{credential}")
 
 
 class Clocks(Protocol):
@@ -38,7 +53,9 @@ def fetch(
     gate = instance_gate(store, instance_uid, plan.spec.org, now.wall)
     if gate.paused > 0:  # a 429 paused every request to this instance for this org
         return FetchAttempt(gate=Gate.PAUSED, wait=gate.paused)
-    if gate.probe_in > 0:  # another run is probing an instance that stopped answering
+    if gate.resume_in > 0:  # the first request after the pause goes alone (S4.1.6 rev 4)
+        return FetchAttempt(gate=Gate.PAUSED, wait=gate.resume_in)
+    if gate.probe_in > 0:  # another run probes an instance that stopped answering (S4.1.9)
         return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=gate.probe_in)
     wait = wait_for_token(
         store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=sleep
@@ -57,7 +74,9 @@ def fetch(
         acknowledged_keys=spec.acknowledged,
     )
     no_answer = result.outcome is FetchOutcome.FAILED and result.status is None
-    note_answer(store, instance_uid, result.detail if no_answer else None)
+    note_answer(store, instance_uid, result.detail if no_answer else None, requested_for(spec))
+    if gate.resuming and result.status not in (None, 429):  # a 429 re-arms the pause instead
+        resumed(store, pause_scope(instance_uid, spec.org))
     return FetchAttempt(
         result=result, seconds=clocks.timer() - started, answered_at=clocks.wall_seconds()
     )

@@ -21,6 +21,7 @@ from .decide import decide_before_fetch
 from .errors import FAILED_CALLS, Forbidden, HikyoClientError, KubeError
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome
+from .pacing import paused_for
 from .plan import FetchPlan, Needs, Now, Read, Stop
 from .ports import LEASE_NAME, Cluster, CoordinationStore, ServerFor
 from .settings import OperatorSettings
@@ -48,7 +49,7 @@ def observe(
     the run does not derive it (the stamp key, the binding) once more. ``recent_root``: the
     process's reuse window for the stamp root (S6.3); without one, every run reads it."""
     observed = Observed(namespace, name, forced_full, read_cr(cluster, namespace, name, uid))
-    reader = _Reader(cluster, store, settings, server_for, recent_root)
+    reader = _Reader(cluster, store, settings, server_for, recent_root, wall=now.wall)
     # The R-table runs again after each read, on purpose: which read comes next (or none) is
     # the decision's, and only the steps before a read may say it is needed (S4.2). The steps
     # are pure and cheap next to the read each pass makes.
@@ -73,8 +74,10 @@ class _Reader:
         settings: OperatorSettings,
         server_for: ServerFor,
         recent_root: RecentStampRoot | None = None,
+        wall: float | None = None,
     ) -> None:
         self.cluster = cluster
+        self.wall = time.time() if wall is None else wall  # the run's clock
         self.store = store
         self.settings = settings
         self.server_for = server_for
@@ -89,11 +92,20 @@ class _Reader:
                 return replace(observed, lease=None, lease_readable=False)
         spec = parse_spec(observed.cr or {})  # the steps before this read parsed it
         if read is Read.TOKEN:
+            paused = self._paused(observed, spec)
+            if paused > 0:  # S4.1.6 rev 4: a CR that waits for a 429 pause mints no token
+                return replace(observed, token=None, token_deferred=paused)
             return replace(observed, **_token(self.cluster, self.settings, spec, observed))
         try:
             return replace(observed, **self._fields(observed, read, spec))
         except Forbidden as error:
             return replace(observed, forbidden=self._forbidden(error, observed.namespace))
+
+    def _paused(self, observed: Observed, spec: SecretSpec) -> float:
+        instance_uid = ((observed.instance or {}).get("metadata") or {}).get("uid")
+        if not instance_uid:
+            return 0.0
+        return paused_for(self.store, instance_uid, spec.org, self.wall)
 
     def _fields(self, observed: Observed, read: Read, spec: SecretSpec) -> dict[str, Any]:
         cluster = self.cluster

@@ -58,6 +58,8 @@ class Observed:
     service_account: dict[str, Any] | _Unread | None = UNREAD  # R6
     token: str | _Unread | None = field(default=UNREAD, repr=False)  # R6 TokenRequest
     token_error: str = ""
+    # R6 not minted: seconds left of the 429 pause of the CR's (instance, org) (S4.1.6 rev 4)
+    token_deferred: float = 0.0
     claimants: list[dict[str, Any]] | _Unread = field(default=UNREAD, repr=False)  # R7 (CRs)
     target: SecretObject | _Unread | None = UNREAD  # R8
     stamp_root: SecretObject | _Unread | None = UNREAD  # R12

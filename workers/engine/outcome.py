@@ -106,3 +106,8 @@ def refusal(
 def stop_quietly(reason: str, message: str = "") -> Outcome:
     """R0 and friends: nothing to write, nothing to schedule."""
     return Outcome(reason=reason, message=message, requeue=Requeue.NONE, write_status=False)
+
+
+def waiting(reason: str, delay: float) -> Outcome:
+    """S4.1.6, S4.1.9: held back, not a failure: no write, no backoff step, run again then."""
+    return Outcome(reason=reason, requeue=Requeue.AFTER, delay=delay, write_status=False)

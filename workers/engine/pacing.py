@@ -17,6 +17,13 @@ MAX_PAUSE = 300.0
 # whose request drew the 429 comes back after the window (S4.1.6 rev 3), so it never runs
 # ahead of CRs that waited longer (each window's draw of tokens keeps the order it is given).
 RESUME_WINDOW = 1.0
+INSTANCE_PAUSED = "InstancePaused"  # the reason of a run that waits for a 429 pause
+# S4.1.6 rev 4: at a pause's end the first request (the earliest due) goes alone; the others
+# look again this often until it is answered with something other than 429. A first request
+# that gets no answer at all lets another go after about one client timeout.
+RESUME_POLL_SECONDS = 1.0
+RESUME_CLAIM_SECONDS = 30.0
+RESUMING_MEMORY_SECONDS = 600.0  # after the pause: how long the first request may be awaited
 
 
 def pause_scope(instance_uid: str, org: str) -> str:
@@ -28,6 +35,10 @@ def pause_scope(instance_uid: str, org: str) -> str:
 
 def _pause_note(scope: str) -> str:
     return f"instance-paused:{scope}"
+
+
+def _resuming_note(scope: str) -> str:
+    return f"instance-resuming:{scope}"
 
 
 def _left(until: str | None, now: float) -> float:
@@ -43,7 +54,22 @@ def pause_instance(store: CoordinationStore, scope: str, seconds: float, now: fl
     """After a 429: every request to the instance for the org of ``scope`` (``pause_scope``)
     waits clamp(Retry-After, 1 s, 5 min)."""
     seconds = pause_seconds(seconds)
-    store.put_note(_pause_note(scope), repr(now + seconds), seconds)
+    until = repr(now + seconds)
+    store.put_note(_pause_note(scope), until, seconds)
+    # Until a request after it is answered with something other than 429, one at a time.
+    store.put_note(_resuming_note(scope), until, seconds + RESUMING_MEMORY_SECONDS)
+
+
+def paused_for(store: CoordinationStore, instance_uid: str, org: str, now: float) -> float:
+    """Seconds left of the 429 pause of (instance, org), without taking anything: a CR that
+    waits for it mints no ServiceAccount token (S4.1.6 rev 4)."""
+    return _left(store.get_note(_pause_note(pause_scope(instance_uid, org))), now)
+
+
+def resumed(store: CoordinationStore, scope: str) -> None:
+    """The first request after a pause was answered with something other than 429: the rest
+    of the (instance, org) may go (S4.1.6 rev 4)."""
+    store.put_note(_resuming_note(scope), "", 0.001)  # cleared: a note expiring at once
 
 
 def resume_delay_after_429(retry_after: float | None) -> float:
@@ -83,21 +109,35 @@ def wait_for_token(
         waited += wait
 
 
-# -- an instance that does not answer (fairness across instances) -----------------------------
+# -- an instance that does not answer (S4.1.9 rev 4) ------------------------------------------
 #
 # A Hikyo server that accepts connections and never answers holds every run that fetches from
 # it for the whole client timeout. Left alone, its CRs fill every worker slot and starve the
-# CRs of healthy instances. So after a fetch timed out, one fetch at a time probes the instance
-# (at most one per PROBE_INTERVAL_SECONDS, all processes together); the other CRs stop before
-# fetching, without holding a slot, until a probe gets an answer.
+# CRs of healthy instances. But one timeout is the failure of the CR whose request timed out
+# (S3.5: its own backoff), not of its neighbours: one slow credential says nothing about the
+# instance. Only when requests for two different requesters (credential or org) time out with
+# no answer from the instance in between is it judged not answering; then one fetch at a time
+# probes it (at most one per PROBE_INTERVAL_SECONDS, all processes together) and the other CRs
+# wait like a pause, without holding a slot, until any answer ends it.
 
 PROBE_INTERVAL_SECONDS = 30.0  # about one client timeout: one probe hanging at a time
 UNRESPONSIVE_MEMORY_SECONDS = 600.0  # a quiet instance is trusted again after 10 min
 SLOW_FAILURES = frozenset({"timeout", "connect timeout"})
+_REMEMBERED_REQUESTERS = 8  # the timed-out requesters a note keeps (two judge the instance)
 
 
 def _unresponsive_note(instance_uid: str) -> str:
     return f"instance-unresponsive:{instance_uid}"
+
+
+def _timeouts_note(instance_uid: str) -> str:
+    return f"instance-timeouts:{instance_uid}"
+
+
+def requester(org: str, credential: str) -> str:
+    """Whom a request was made for (S4.1.9: a credential, in an org), as a digest: the store
+    keeps no credential name, and two different digests timing out judge the instance."""
+    return hashlib.sha256(f"{org}\0{credential}".encode()).hexdigest()[:16]
 
 
 def unresponsive_wait(store: CoordinationStore, instance_uid: str) -> float:
@@ -114,11 +154,17 @@ class InstanceGate(NamedTuple):
 
     paused: float
     probe_in: float
+    resume_in: float = 0.0  # another request goes first after the pause: look again then
+    resuming: bool = False  # this request is the first after a pause: its answer ends it
 
 
-def gate_note_names(instance_uid: str, org: str) -> tuple[str, str]:
-    """The two notes ``instance_gate`` reads, for a caller that reads them with others."""
-    return _pause_note(pause_scope(instance_uid, org)), _unresponsive_note(instance_uid)
+GateNotes = tuple[str | None, str | None, str | None]
+
+
+def gate_note_names(instance_uid: str, org: str) -> tuple[str, str, str]:
+    """The notes ``instance_gate`` reads, for a caller that reads them with others."""
+    scope = pause_scope(instance_uid, org)
+    return _pause_note(scope), _unresponsive_note(instance_uid), _resuming_note(scope)
 
 
 def instance_gate(
@@ -126,16 +172,25 @@ def instance_gate(
     instance_uid: str,
     org: str,
     now: float,
-    notes: tuple[str | None, str | None] | None = None,
+    notes: GateNotes | None = None,
 ) -> InstanceGate:
-    """The org's 429 pause at the instance, else ``unresponsive_wait``, from one read of both
-    notes (issue 13: a round trip less per run); ``notes`` are those of ``gate_note_names``
-    when already read. A paused instance takes no probe token."""
-    paused_until, unresponsive = notes or store.get_notes(*gate_note_names(instance_uid, org))
+    """The org's 429 pause at the instance, then the one first request after it, else
+    ``unresponsive_wait``, from one read of the notes (issue 13: a round trip less per run);
+    ``notes`` are those of ``gate_note_names`` when already read. A paused instance takes no
+    probe token."""
+    names = gate_note_names(instance_uid, org)
+    paused_until, unresponsive, resuming = notes or store.get_notes(*names)
     paused = _left(paused_until, now)
-    if paused > 0 or not unresponsive:
+    if paused > 0:
         return InstanceGate(paused, 0.0)
-    return InstanceGate(0.0, _take_probe(store, instance_uid))
+    if resuming:  # each pause has a claim of its own: its end lets one request through
+        claim = f"resume:{pause_scope(instance_uid, org)}:{resuming}"
+        wait = store.take_token(claim, 1.0 / RESUME_CLAIM_SECONDS, 1)
+        if wait > 0:
+            return InstanceGate(0.0, 0.0, resume_in=min(wait, RESUME_POLL_SECONDS))
+    if not unresponsive:
+        return InstanceGate(0.0, 0.0, resuming=bool(resuming))
+    return InstanceGate(0.0, _take_probe(store, instance_uid), resuming=bool(resuming))
 
 
 def _take_probe(store: CoordinationStore, instance_uid: str) -> float:
@@ -146,15 +201,27 @@ def _probe_bucket(instance_uid: str) -> str:
     return f"probe:{instance_uid}"
 
 
-def note_answer(store: CoordinationStore, instance_uid: str, failure_detail: str | None) -> None:
-    """After a fetch: a timeout marks the instance unresponsive; any answer clears the mark.
-    ``failure_detail`` is the transport failure's fixed text, None when the server answered."""
-    name = _unresponsive_note(instance_uid)
+def note_answer(
+    store: CoordinationStore, instance_uid: str, failure_detail: str | None, requested_for: str
+) -> None:
+    """After a fetch for ``requested_for`` (``requester``): a timeout is remembered, and a
+    second requester's timeout with no answer in between marks the instance not answering
+    (S4.1.9); any answer clears both. ``failure_detail`` is the transport failure's fixed text,
+    None when the server answered."""
+    unresponsive, timeouts = _unresponsive_note(instance_uid), _timeouts_note(instance_uid)
     if failure_detail in SLOW_FAILURES:
-        store.put_note(name, failure_detail, UNRESPONSIVE_MEMORY_SECONDS)
-        _take_probe(store, instance_uid)  # this run was one
-    elif store.get_note(name):
-        store.put_note(name, "", 0.001)  # cleared: a note expiring at once
+        seen = {name for name in (store.get_note(timeouts) or "").split(",") if name}
+        seen.add(requested_for)
+        if len(seen) >= 2:
+            store.put_note(unresponsive, failure_detail, UNRESPONSIVE_MEMORY_SECONDS)
+            _take_probe(store, instance_uid)  # this run was one
+        kept = ",".join(sorted(seen)[:_REMEMBERED_REQUESTERS])
+        store.put_note(timeouts, kept, UNRESPONSIVE_MEMORY_SECONDS)
+        return
+    marked, timed_out = store.get_notes(unresponsive, timeouts)
+    for name, present in ((unresponsive, marked), (timeouts, timed_out)):
+        if present:
+            store.put_note(name, "", 0.001)  # cleared: a note expiring at once
 
 
 def spread(seconds: float, cr_uid: str) -> float:
