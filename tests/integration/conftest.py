@@ -26,11 +26,13 @@ from localcluster import LocalControlPlane, locate_binaries
 from tests.support.fault_matrix import table_lines as fault_table_lines
 from tests.support.world import World
 from workers.engine.reconcile import Engine
+from workers.engine.rendering import use_renderer
 from workers.engine.settings import OperatorSettings
 from workers.queue.memory import MemoryQueue
-from workers.runtime import contain_templates
+from workers.render_pool import RenderPool
 
 _server_version: dict[str, str] = {}
+_RENDERERS = RenderPool(wall_seconds=120)
 LOCAL_CLUSTER: list[LocalControlPlane] = []  # the session's own control plane, when it made one
 
 
@@ -160,7 +162,10 @@ def operator_namespace(api_client: client.ApiClient) -> str:
 
 
 def make_engine(api_client: client.ApiClient, **settings: Any) -> Engine:
-    contain_templates()  # templates render in renderer children, as in every operator process
+    # Templates render in renderer children, as in every operator process; the wall budget is
+    # raised so that on a busy test host only the kernel's CPU and memory limits stop a render
+    # (run_operator processes keep the product's 5 s: test_template_containment.py).
+    use_renderer(_RENDERERS)
     options = {
         "operator_namespace": OPERATOR_NAMESPACE,
         "native_secret_types": True,

@@ -13,7 +13,6 @@ from bench.hostile_templates import CONTAINED, HOSTILE
 from tests.integration.test_rollouts import _apps, _deployment, _stamp_on
 from tests.support.kube import settle, write_counters
 from tests.support.world import canary
-from workers.engine.template_bounds import OVER_CPU, OVER_TIME
 
 URL = "postgres://{{ DATABASE_URL | urlquote }}/{{ values['log-level'] }}"
 
@@ -148,9 +147,6 @@ def test_every_hostile_template_is_invalid_template_of_its_kind_and_quotes_nothi
         assert reasons[-1] == "InvalidTemplate", (name, reasons)
         message = world.message("Delivery", f"h{index}")
         stopped = message.removeprefix("the template of data key dest is invalid: ")
-        assert stopped.startswith(kind) or (kind == OVER_CPU and stopped == OVER_TIME), (
-            name,
-            message,
-        )
+        assert stopped.startswith(kind), (name, message)
         assert not any(value in message for value in values.values()), name
         assert world.target(f"h{index}-env") is None, name
