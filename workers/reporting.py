@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,9 @@ from .engine.pacing import (
     pause_scope,
     resumed,
 )
+from .engine.ports import CoordinationStore
 from .engine.reports import (
+    CAPABILITY_TTL,
     capabilities_note,
     heartbeat_period,
     report_body,
@@ -216,6 +219,8 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
         store, instance_uid, answer.detail if answer.status is None else None, requested_for(spec)
     )
     decided = verdict(answer.status, answer.retry_after, period)
+    if answer.status == 204 and capabilities is not None:  # S7.2 rev 4: a 204 renews it too
+        _renew_capabilities(store, instance_uid, capabilities)
     if gate_notes[2] and answer.status not in (None, 429):  # the first after a pause: it ends
         resumed(store, scope)
     if answer.status == 429:  # S7.5: plus the instance pause
@@ -226,6 +231,22 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
         key, datetime.now(UTC), answer.status, decided.summary, body["conditions"]
     )
     return attempt, decided.next_in
+
+
+# Each process renews an instance's capability note at most this often: a heartbeat per CR
+# per period would otherwise write it once per report.
+CAPABILITY_RENEW_SECONDS = 3600.0
+_renewed_at: dict[str, float] = {}  # instance UID -> when this process last renewed its note
+_monotonic: Callable[[], float] = time.monotonic  # read per call, so a test can set a clock
+
+
+def _renew_capabilities(store: CoordinationStore, instance_uid: str, capabilities: str) -> None:
+    now = _monotonic()
+    last = _renewed_at.get(instance_uid)
+    if last is not None and now - last < CAPABILITY_RENEW_SECONDS:
+        return
+    _renewed_at[instance_uid] = now
+    store.put_note(capabilities_note(instance_uid), capabilities, CAPABILITY_TTL)
 
 
 def _instance_note_names(instance_uid: str, org: str) -> tuple[str, str, str, str]:

@@ -14,7 +14,9 @@ from .fetched import Delivery
 from .ports import CoordinationStore
 
 STATUS_REPORT = "status-report"
-CAPABILITY_TTL = 24 * 3600.0  # S7.2
+# S7.2 rev 4: 25 h, renewed by a 204 to a report, so a CR alone on its instance with a resync
+# of 24 h or more still sends its 24 h heartbeat (its last fetch may be up to 24 h older).
+CAPABILITY_TTL = 25 * 3600.0
 PAUSE_SECONDS = 3600.0  # S7.5
 MIN_PERIOD, MAX_PERIOD = 300.0, 24 * 3600.0  # S7.4
 # A run due this long before the heartbeat it should carry has time to be taken and to end.
@@ -22,7 +24,7 @@ RIDE_MARGIN_SECONDS = 5.0
 
 
 def remember_capabilities(store: CoordinationStore, instance_uid: str, delivery: Delivery) -> None:
-    """S7.2: the capability set of the latest valid 200, per instance, for 24 h."""
+    """S7.2: the capability set of the latest valid 200, per instance, for 25 h."""
     capabilities = sorted(delivery.capabilities or ())
     store.put_note(capabilities_note(instance_uid), ",".join(capabilities), CAPABILITY_TTL)
 
