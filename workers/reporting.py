@@ -35,6 +35,7 @@ from .engine.reports import (
     CAPABILITY_TTL,
     capabilities_note,
     heartbeat_period,
+    heartbeat_slack,
     report_body,
     reporting_offered,
     verdict,
@@ -218,7 +219,8 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     note_answer(
         store, instance_uid, answer.detail if answer.status is None else None, requested_for(spec)
     )
-    decided = verdict(answer.status, answer.retry_after, period)
+    slack = heartbeat_slack(spec.resync_seconds)  # a run may carry it until then (S7.4 rev 4)
+    decided = verdict(answer.status, answer.retry_after, period, slack)
     if answer.status == 204 and capabilities is not None:  # S7.2 rev 4: a 204 renews it too
         _renew_capabilities(store, instance_uid, capabilities)
     if gate_notes[2] and answer.status not in (None, 429):  # the first after a pause: it ends

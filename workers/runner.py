@@ -18,9 +18,9 @@ from k8s.errors import KubeError, describe
 from . import metrics
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult, evaluate_rollout, reconcile
-from .engine.reports import heartbeat_rides, run_before_heartbeat
+from .engine.reports import heartbeat_rides, heartbeat_slack, run_after_heartbeat
 from .keys import ObjectKey
-from .queue.base import RESYNC_JITTER, KeyedQueue, Lock, Priority
+from .queue.base import KeyedQueue, Lock, Priority
 from .runtime import Runtime
 from .store_errors import store_errors
 
@@ -182,13 +182,11 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
     requeue = outcome.requeue
     if guard.past_deadline() and requeue is not Requeue.NONE:
         requeue = Requeue.BACKOFF  # S4.1.4: a run past its deadline is retried with backoff
-    resync_at_most: float | None = None  # the next run carries the next heartbeat
+    resync_at_least: float | None = None  # the next run carries the next heartbeat
     try:
         runtime.record(result, started, time.monotonic() - clock)
         if result.uid and runtime.settings.status_reporting and _report_after(runtime, key, result):
-            resync_at_most = run_before_heartbeat(
-                result.resync_seconds, runtime.schedule_lag.seconds()
-            )
+            resync_at_least = run_after_heartbeat(result.resync_seconds)
     finally:  # the key is settled whatever recording does
         if not result.uid:  # gone, or replaced by another object with the same name
             queue.finish(lock, Requeue.NONE)
@@ -200,7 +198,7 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
                 delay=outcome.delay,
                 resync_seconds=result.resync_seconds,
                 forced_full_next=outcome.forced_full_next,
-                resync_at_most=resync_at_most,
+                resync_at_least=resync_at_least,
             )
         settled = requeue if result.uid else Requeue.NONE
         metrics.record_run(result, settled, time.monotonic() - clock, key.uid)
@@ -218,18 +216,17 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
 
 
 def _report_after(runtime: Runtime, key: ObjectKey, result: RunResult) -> bool:
-    """S7.4: a report after every status write; and a heartbeat that would come due before
-    the CR's next run rides on this run's reads (S7.1 rev 3). Either goes at once on a free
+    """S7.4: a report after every status write; and a heartbeat that is due rides on this
+    run's reads (S7.1 rev 3; never before it is due, rev 4). Either goes at once on a free
     report thread of this process; otherwise a status write's report is queued first, while a
     ride that found the report threads busy leaves the heartbeat as it was: the CR's next run
-    may carry it, and it still comes due on its own. True when a report goes now (handed over
-    or queued first)."""
+    may carry it, and it still goes alone when its wait for a run is over. True when a report
+    goes now (handed over or queued first)."""
     written = result.status_written
     if not written:
-        # The next run comes a resync later, and later still while due keys back up.
-        next_run_within = result.resync_seconds * RESYNC_JITTER[1] + runtime.schedule_lag.seconds()
         due_in = runtime.reports.due_in(key)
-        if not (result.reads_kept and heartbeat_rides(due_in, next_run_within)):
+        slack = heartbeat_slack(result.resync_seconds)
+        if not (result.reads_kept and heartbeat_rides(due_in, slack)):
             return False
     if runtime.hand_report is not None and runtime.hand_report(runtime, key):
         return True

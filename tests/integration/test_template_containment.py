@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from bench.hostile_templates import CONTAINED
 from tests.support.operator_harness import Operator
@@ -69,6 +70,16 @@ def _lease(api_client) -> client.V1Lease:
     )
 
 
+def _holder(api_client) -> str | None:
+    """The Lease's holder; None until the leader has created it."""
+    try:
+        return _lease(api_client).spec.holder_identity
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
 def _delivery(world: World) -> str:
     conditions = world.status().get("conditions") or []
     return next((c["message"] for c in conditions if c["type"] == "Delivery"), "")
@@ -95,7 +106,7 @@ def test_a_cpu_hog_template_in_one_namespace_costs_another_namespace_nothing(
     try:
         operator.start_leader()
         probes.start()
-        first = wait_for(lambda: _lease(api_client).spec.holder_identity, what="a leader")
+        first = wait_for(lambda: _holder(api_client), what="a leader")
         wait_for(lambda: _holds(other, "other-env", values["DATABASE_URL"]), timeout=120)
         wait_for(lambda: _delivery(world) in STOPPED, timeout=120, what="the hog refused")
         changed = canary("value")

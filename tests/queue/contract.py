@@ -354,24 +354,25 @@ class KeyedQueueContract:
         assert len({round(d, 6) for d in delays}) > 1  # actually jittered
         assert queue.failures(APP) == 0
 
-    def test_a_resync_at_most_cuts_the_draw_but_never_below_the_jitter_s_low_end(
+    def test_a_resync_at_least_raises_the_draw_but_never_past_the_jitter_s_high_end(
         self, queue: KeyedQueue, clock: FakeClock
     ):
-        """A run whose report went now asks its next resync to come before the heartbeat
-        (``resync_at_most``): no draw passes it, and a limit under the jitter's range gives its
-        low end (S4.1.3's 0.9). How a draw is cut is ``test_resync_timer.py``'s."""
-        limited, floored = [], []
+        """A run whose report went now asks its next resync to come no earlier than the
+        heartbeat it set (``resync_at_least``, S7.4 rev 4): no draw comes before it, and a
+        limit past the jitter's range gives its high end (S4.1.3's 1.1). How a draw is raised
+        is ``test_resync_timer.py``'s."""
+        limited, capped = [], []
         for _ in range(40):
             _, lock = run_next(queue, clock)
             limited.append(
-                queue.finish(lock, Requeue.RESYNC, resync_seconds=100, resync_at_most=95)
+                queue.finish(lock, Requeue.RESYNC, resync_seconds=100, resync_at_least=105)
             )
             _, lock = run_next(queue, clock)
-            floored.append(
-                queue.finish(lock, Requeue.RESYNC, resync_seconds=100, resync_at_most=50)
+            capped.append(
+                queue.finish(lock, Requeue.RESYNC, resync_seconds=100, resync_at_least=150)
             )
-        assert all(between(d, 90, 95) for d in limited)
-        assert floored == [pytest.approx(90)] * 40
+        assert all(between(d, 105, 110) for d in limited)
+        assert capped == [pytest.approx(110)] * 40
 
     def test_backoff_grows_clamps_at_five_minutes_and_resets_on_resync(
         self, queue: KeyedQueue, clock: FakeClock

@@ -24,7 +24,7 @@ from workers import runner
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import SecretObject
 from workers.engine.reconcile import RunResult
-from workers.engine.reports import RIDE_MARGIN_SECONDS
+from workers.engine.reports import RIDE_MARGIN_SECONDS, heartbeat_slack
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
 from workers.queue.base import Lock, Priority
@@ -283,12 +283,14 @@ def test_a_status_write_queues_a_report_first(monkeypatch, status_written, repor
     ("heartbeat_in", "reads_kept", "rides"),
     [(100.0, True, True), (330.0, True, True), (331.0, True, False), (100.0, False, False)],
 )
-def test_a_heartbeat_due_before_the_next_resync_rides_on_the_run_s_reads(
+def test_a_due_heartbeat_rides_on_the_run_s_reads_and_never_an_early_one(
     monkeypatch, heartbeat_in, reads_kept, rides
 ):
-    """S7.4 with S7.1 rev 3: a run that wrote nothing but kept its reads brings the CR's
-    heartbeat forward when it would come due before the next resync can (resync x 1.1), so
-    it goes with those reads instead of alone later, reading the CR and credential again."""
+    """S7.4 rev 4 with S7.1 rev 3: after a 204 the report queue holds the next heartbeat P
+    plus one resync at the jitter's high end (330 s at a 5-minute resync); a run that wrote
+    nothing but kept its reads carries it once P has passed (at most 330 s are left) and never
+    before, so it goes with those reads instead of alone later, reading the CR and credential
+    again."""
     h = Harness(monkeypatch)
     h.reports = h.runtime.reports = MemoryQueue(FakeClock())  # no time passes in the run
     h.reports.schedule(KEY, delay=heartbeat_in, priority=Priority.NORMAL)
@@ -308,18 +310,18 @@ def _assert_rode(h: Harness, rides: bool, heartbeat_in: float) -> None:
 
 @pytest.mark.parametrize(
     ("heartbeat_in", "next_run_in"),
-    [(100.0, 300.0 - RIDE_MARGIN_SECONDS), (331.0, 330.0)],
+    [(100.0, 300.0 + RIDE_MARGIN_SECONDS), (331.0, 270.0)],
 )
-def test_a_run_whose_report_goes_comes_again_before_the_heartbeat_it_sets(
+def test_a_run_whose_report_goes_comes_again_no_earlier_than_the_heartbeat_it_sets(
     monkeypatch, heartbeat_in, next_run_in
 ):
-    """S7.4 with S4.1.3 (a 5-minute resync, so P = the resync): the report sent with this run
-    makes the next heartbeat due P later, so the next run is due before that, not at a draw
-    of up to 1.1 x resync that would leave the heartbeat to go alone with its own reads. A
-    run that sent no report keeps its draw."""
+    """S7.4 rev 4 with S4.1.3 (a 5-minute resync, so P = the resync): the report sent with
+    this run makes the next heartbeat due P later, so the next run is drawn no earlier than
+    that (a draw of 0.9 x resync would come too early to carry it, and it would go alone with
+    its own reads). A run that sent no report keeps its draw."""
     h = Harness(monkeypatch)
-    highest = FixedJitter(1.1, (0.9, 1.1))  # a 300 s resync comes 330 s later unless cut
-    h.queue = h.runtime.queue = MemoryQueue(rng=highest)  # type: ignore[assignment]
+    lowest = FixedJitter(0.9, (0.9, 1.1))  # a 300 s resync comes 270 s later unless raised
+    h.queue = h.runtime.queue = MemoryQueue(rng=lowest)  # type: ignore[assignment]
     h.reports = h.runtime.reports = MemoryQueue(FakeClock())
     h.reports.schedule(KEY, delay=heartbeat_in, priority=Priority.NORMAL)
     h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=300.0, reads_kept=True))
@@ -327,20 +329,18 @@ def test_a_run_whose_report_goes_comes_again_before_the_heartbeat_it_sets(
     assert h.queue.due_in(KEY) == pytest.approx(next_run_in, abs=0.5)
 
 
-@pytest.mark.parametrize(("lag", "rides"), [(0.0, False), (150.0, False), (170.0, True)])
-def test_while_due_keys_back_up_a_heartbeat_due_before_the_late_next_run_rides(
-    monkeypatch, lag, rides
-):
-    """When keys run late (the leader's queue noted waits of ``lag`` s), the next run comes
-    that much after the resync: a heartbeat due in 200 s with a 30 s resync (33 s with its
-    jitter) rides once the next run cannot come before it, instead of going alone later."""
+@pytest.mark.parametrize("lag", [0.0, 150.0, 170.0])
+def test_keys_running_late_never_bring_a_heartbeat_forward(monkeypatch, lag):
+    """S7.4 rev 4: a heartbeat is never sent before it is due, however late the next run may
+    come: one due in 200 s with a 30 s resync stays due then (a run at or after it carries
+    it, or it goes alone)."""
     h = Harness(monkeypatch)
     h.reports = h.runtime.reports = MemoryQueue(FakeClock())
-    h.reports.schedule(KEY, delay=200.0, priority=Priority.NORMAL)
+    h.reports.schedule(KEY, delay=200.0 + heartbeat_slack(30.0), priority=Priority.NORMAL)
     h.runtime.schedule_lag.note(lag)
     h.fake(lambda engine: _result(Requeue.RESYNC, resync_seconds=30.0, reads_kept=True))
     h.run()
-    _assert_rode(h, rides, 200.0)
+    _assert_rode(h, False, 200.0 + heartbeat_slack(30.0))
 
 
 @pytest.mark.parametrize("threads_free", [True, False])

@@ -21,6 +21,7 @@ _TERM = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|μs|ms|s|m|h)")
 MAX_NANOSECONDS = 2**63 - 1
 DEFAULT_RESYNC_SECONDS = 300.0
 MIN_RESYNC_SECONDS = 10.0
+RESYNC_JITTER = (0.9, 1.1)  # S4.1.3 / S4.16: each resync timer draws its factor in this range
 
 
 class InvalidDuration(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .durations import RESYNC_JITTER
 from .fetched import Delivery
 from .ports import CoordinationStore
 
@@ -19,8 +20,8 @@ STATUS_REPORT = "status-report"
 CAPABILITY_TTL = 25 * 3600.0
 PAUSE_SECONDS = 3600.0  # S7.5
 MIN_PERIOD, MAX_PERIOD = 300.0, 24 * 3600.0  # S7.4
-# A run due this long before the heartbeat it should carry has time to be taken and to end.
-RIDE_MARGIN_SECONDS = 5.0
+# A run meant to carry a heartbeat comes this long after it is due, so it is due by then.
+RIDE_MARGIN_SECONDS = 1.0
 
 
 def remember_capabilities(store: CoordinationStore, instance_uid: str, delivery: Delivery) -> None:
@@ -43,27 +44,42 @@ def heartbeat_period(resync_seconds: float) -> float:
     return min(max(resync_seconds, MIN_PERIOD), MAX_PERIOD)
 
 
-def heartbeat_rides(due_in: float | None, next_run_within: float) -> bool:
-    """S7.4 with S7.1 rev 3: a CR's heartbeat that falls due before its next reconcile can
-    have come (``next_run_within`` seconds) goes now, on the reads the run just made, instead
-    of alone later with two apiserver reads of its own. At most one run's interval early, so
-    a CR sends at most one heartbeat per run and at least one per P. ``due_in``: seconds until
-    the heartbeat is due (None: no report is waiting, e.g. one is in flight)."""
-    return due_in is not None and due_in <= next_run_within
+def heartbeat_slack(resync_seconds: float) -> float:
+    """S7.4 rev 4: how long past its due time a heartbeat waits for the CR's next run to carry
+    it (on the reads that run made, S7.1 rev 3): a resync at the jitter's high end where runs
+    come at least once a period, so it goes out between P and P + resyncInterval after the last
+    204; none where they come less often (it goes alone when due)."""
+    if resync_seconds > heartbeat_period(resync_seconds):
+        return 0.0
+    return resync_seconds * RESYNC_JITTER[1]
 
 
-def run_before_heartbeat(resync_seconds: float, lag_seconds: float = 0.0) -> float:
-    """The latest a CR's next run should come after a report that goes now (S7.4, S7.1 rev 3).
+def heartbeat_rides(due_in: float | None, slack: float) -> bool:
+    """S7.4 rev 4: a run carries the CR's heartbeat once it is due and never before. The
+    report queue holds it ``slack`` (``heartbeat_slack``) past its due time, so it is due when
+    at most ``slack`` is left of that wait. ``due_in``: seconds until the report queue would
+    send it alone (None: no report is waiting, e.g. one is in flight)."""
+    return due_in is not None and due_in <= slack
 
-    That report makes the next heartbeat due P later. Where P is no longer than the resync
-    (resyncInterval of 5 min or more, the default included), S4.1.3's jitter puts about half the
-    next runs after it, and that heartbeat goes alone, reading the CR and its credential again
-    (P2 at 5,000: 5.00 apiserver requests per fetch with the draw alone, 4.00 with this limit).
-    A run due by this time carries it: P less the time for the run to be taken
-    (``lag_seconds``, the queue's lateness) and to end. The queue still never draws less than
-    the jitter's low end (``queue.base.next_timer``).
+
+def run_after_heartbeat(resync_seconds: float) -> float | None:
+    """The earliest a CR's next run should come after a report that goes now (S7.4 rev 4), or
+    None when any draw will do.
+
+    That report makes the next heartbeat due P later. Where P is about the resync (a
+    resyncInterval of 5 min or more, the default included), S4.1.3's jitter puts about half the
+    next runs before P, too early to carry it: the heartbeat would then go alone, reading the
+    CR and its credential again, or ride the run after. A run drawn no earlier than P (and a
+    margin for the clocks) carries it; the queue never draws past the jitter's high end
+    (``queue.base.next_timer``). Where runs come more often than once a period, one of them
+    comes after P anyway; where every draw comes after P (a resync over P = 24 h), the
+    heartbeat goes alone when due.
     """
-    return heartbeat_period(resync_seconds) - RIDE_MARGIN_SECONDS - lag_seconds
+    period = heartbeat_period(resync_seconds)
+    low, high = (resync_seconds * factor for factor in RESYNC_JITTER)
+    if period <= low or period > high:  # every draw comes after P, or runs come oftener
+        return None
+    return period + RIDE_MARGIN_SECONDS
 
 
 def report_body(cr: dict[str, Any], cluster_id: str) -> dict[str, Any] | None:
@@ -98,11 +114,15 @@ class ReportVerdict:
     summary: str = ""
 
 
-def verdict(status: int | None, retry_after: float | None, period: float) -> ReportVerdict:
+def verdict(
+    status: int | None, retry_after: float | None, period: float, slack: float = 0.0
+) -> ReportVerdict:
     """S7.5: 204 accepted; 401/403/404 and 400 pause 1 h; 429 waits min(Retry-After, 1 h);
-    5xx and transport failures drop the report, the next heartbeat retries."""
+    5xx and transport failures drop the report, the next heartbeat retries. After a 204 the
+    report queue sends the next heartbeat alone ``slack`` after it is due, unless a run
+    carries it first (S7.4 rev 4, ``heartbeat_slack``)."""
     if status == 204:
-        return ReportVerdict(True, period, summary="accepted")
+        return ReportVerdict(True, period + slack, summary="accepted")
     if status in (400, 401, 403, 404):
         return ReportVerdict(False, PAUSE_SECONDS, PAUSE_SECONDS, f"refused (status {status})")
     if status == 429:

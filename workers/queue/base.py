@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from workers.engine.durations import RESYNC_JITTER
 from workers.engine.outcome import Requeue
 from workers.engine.ports import CoordinationStore
 from workers.keys import ObjectKey
@@ -60,7 +61,6 @@ Clock = Callable[[], float]
 DEFAULT_LOCK_TTL = 120.0  # S4.1.4
 NOT_FOUND_TTL_SECONDS = 3600.0  # S4.10.0: a first 404 is remembered for 1 h
 GONE_KEPT_SECONDS = 3600.0  # a dead worker's name, past any lock it could still hold
-RESYNC_JITTER = (0.9, 1.1)  # S4.1.3 / S4.16
 
 
 class Priority(enum.IntEnum):
@@ -105,21 +105,22 @@ def next_timer(
     delay: float | None,
     resync_seconds: float,
     rng: random.Random,
-    resync_at_most: float | None = None,
+    resync_at_least: float | None = None,
 ) -> Timer | None:
     """S4.1.3: the timer one run's outcome asks for; None means no timer (``Requeue.NONE``).
 
-    RESYNC resets the failure count and draws its delay in the jitter's range; ``resync_at_most``
-    cuts that draw, never below the range's low end (a heartbeat the next run should carry,
-    ``engine.reports.run_before_heartbeat``). BACKOFF adds one and waits per ``backoff_delay``;
+    RESYNC resets the failure count and draws its delay in the jitter's range;
+    ``resync_at_least`` raises that draw to it, never past the range's high end (the next run
+    comes no earlier than the heartbeat it should carry, ``engine.reports.run_after_heartbeat``,
+    S7.4 rev 4). BACKOFF adds one and waits per ``backoff_delay``;
     AFTER waits ``delay`` and keeps the count (a first 404 or a 429 is not a failure step,
     S4.10.0, S4.1.6); NONE forgets the count (controller-runtime: success => Forget).
     """
     if requeue is Requeue.RESYNC:
         low, high = RESYNC_JITTER
         delay = resync_seconds * rng.uniform(low, high)
-        if resync_at_most is not None:
-            delay = min(delay, max(resync_at_most, resync_seconds * low))
+        if resync_at_least is not None:
+            delay = max(delay, min(resync_at_least, resync_seconds * high))
         return Timer(delay, Priority.RESYNC, 0)
     if requeue is Requeue.BACKOFF:
         return Timer(backoff_delay(failures + 1, rng), Priority.NORMAL, failures + 1)
@@ -257,7 +258,7 @@ class KeyedQueue(CoordinationStore, Protocol):
         delay: float | None = None,
         resync_seconds: float = 300.0,
         forced_full_next: bool = False,
-        resync_at_most: float | None = None,
+        resync_at_least: float | None = None,
     ) -> float | None:
         """Release the lock and schedule the next run (S4.1.3, ``next_timer``); seconds until
         it, or None."""

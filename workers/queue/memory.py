@@ -249,7 +249,7 @@ class MemoryQueue(KeyedQueue):
         delay: float | None = None,
         resync_seconds: float = 300.0,
         forced_full_next: bool = False,
-        resync_at_most: float | None = None,
+        resync_at_least: float | None = None,
     ) -> float | None:
         """S4.1.3: release the lock and set the next due time (see ``base.next_timer``).
 
@@ -271,7 +271,7 @@ class MemoryQueue(KeyedQueue):
                 delay=delay,
                 resync_seconds=resync_seconds,
                 rng=self._rng,
-                resync_at_most=resync_at_most,
+                resync_at_least=resync_at_least,
             )
             if requeue is Requeue.BACKOFF:
                 self.observer.retried()

@@ -579,7 +579,7 @@ class RedisQueue(KeyedQueue):
         delay: float | None = None,
         resync_seconds: float = 300.0,
         forced_full_next: bool = False,
-        resync_at_most: float | None = None,
+        resync_at_least: float | None = None,
     ) -> float | None:
         """S4.1.3: release the lock and set the next due time (see ``base.next_timer``).
 
@@ -601,7 +601,7 @@ class RedisQueue(KeyedQueue):
                 delay=delay,
                 resync_seconds=resync_seconds,
                 rng=self._rng,
-                resync_at_most=resync_at_most,
+                resync_at_least=resync_at_least,
             )
             after = -1 if requeue is Requeue.AFTER else (timer.failures if timer else 0)
             reply = self._finish(
