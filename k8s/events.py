@@ -2,7 +2,8 @@
 
 An event equal in (object UID, type, reason, message) to one sent in the last 10 minutes is
 PATCHed (count + 1, lastTimestamp) instead of created; at most one create per CR per reason per
-minute. The records are names and digests only.
+minute. The records are an event's name, a digest and a count: in the keyed-queue store of the
+operator process, so scaled workers aggregate together (S5.5.1, S8.4).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -32,52 +33,82 @@ def _digest(uid: str, event: Event) -> str:
     ).hexdigest()
 
 
-class EventSink:
-    def __init__(self, core: CoreV1, clock: Callable[[], float] = time.monotonic):
-        self.core = core
+class EventRecords(Protocol):
+    """Where the aggregation's records live: the keyed-queue store (``CoordinationStore``) in
+    an operator process, so every scaled worker aggregates with the others and across its own
+    restart (S5.5.1, S8.4); ``LocalRecords`` for a one-off command."""
+
+    def get_note(self, name: str) -> str | None: ...
+    def put_note(self, name: str, value: str, ttl: float) -> None: ...
+    def take_token(self, bucket: str, rate: float, burst: int) -> float: ...
+
+
+class LocalRecords:
+    """This process's records, each kept until its window ends (swept once per window)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._lock = threading.Lock()
-        self._series: dict[str, tuple[str, int, float]] = {}  # digest -> (name, count, sent)
-        self._creates: dict[tuple[str, str], float] = {}  # (uid, reason) -> last create
+        self._notes: dict[str, tuple[str, float]] = {}  # name -> (value, expires)
         self._next_sweep = clock() + SERIES_WINDOW_SECONDS
 
-    def _forget_expired(self, now: float) -> None:
-        """Drops the records no longer able to aggregate or limit anything (older than their
-        window), once per window: without it they grew with every CR and message ever seen."""
-        if now < self._next_sweep:
-            return
-        self._next_sweep = now + SERIES_WINDOW_SECONDS
-        self._series = {
-            digest: series
-            for digest, series in self._series.items()
-            if now - series[2] < SERIES_WINDOW_SECONDS
-        }
-        self._creates = {
-            key: last for key, last in self._creates.items() if now - last < CREATE_INTERVAL_SECONDS
-        }
+    def _sweep(self, now: float) -> None:
+        if now >= self._next_sweep:
+            self._next_sweep = now + SERIES_WINDOW_SECONDS
+            self._notes = {k: v for k, v in self._notes.items() if v[1] > now}
+
+    def get_note(self, name: str) -> str | None:
+        now = self.clock()
+        self._sweep(now)
+        found = self._notes.get(name)
+        return found[0] if found and found[1] > now else None
+
+    def put_note(self, name: str, value: str, ttl: float) -> None:
+        self._notes[name] = (value, self.clock() + ttl)
+
+    def take_token(self, bucket: str, rate: float, burst: int) -> float:
+        """A bucket of one token (all the sink asks for): 0 when taken, else seconds left."""
+        now = self.clock()
+        self._sweep(now)
+        left = self._notes.get(bucket, ("", now))[1] - now
+        if left > 0:
+            return left
+        self._notes[bucket] = ("", now + 1.0 / rate)
+        return 0.0
+
+    def __len__(self) -> int:
+        return len(self._notes)
+
+
+class EventSink:
+    def __init__(
+        self,
+        core: CoreV1,
+        clock: Callable[[], float] = time.monotonic,
+        records: EventRecords | None = None,
+    ) -> None:
+        self.core = core
+        self.records = records if records is not None else LocalRecords(clock)
+        self._lock = threading.Lock()  # a process's threads agree; processes, nearly (S5.5.1)
 
     def emit(self, cr: dict[str, Any], event: Event) -> None:
         metadata = cr["metadata"]
         uid, namespace = metadata["uid"], metadata["namespace"]
-        digest = _digest(uid, event)
-        now = self.clock()
+        series = f"event-series:{_digest(uid, event)}"
         stamp = datetime.now(UTC)
         with self._lock:
-            self._forget_expired(now)
-            series = self._series.get(digest)
-            if series and now - series[2] < SERIES_WINDOW_SECONDS:
-                name, count, _ = series
-                self._series[digest] = (name, count + 1, now)
-                patch = {"count": count + 1, "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            found = self.records.get_note(series)
+            if found:
+                name, _, count_text = found.rpartition(" ")
+                count = int(count_text) + 1
+                patch = {"count": count, "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ")}
                 create = False
             else:
-                last = self._creates.get((uid, event.reason))
-                if last is not None and now - last < CREATE_INTERVAL_SECONDS:
+                limit = f"event-create:{uid}:{event.reason}"
+                if self.records.take_token(limit, 1.0 / CREATE_INTERVAL_SECONDS, 1) > 0:
                     return  # rate limit: one create per CR per reason per minute
-                name = f"{metadata['name']}.{uuid.uuid4().hex[:16]}"
-                self._series[digest] = (name, 1, now)
-                self._creates[(uid, event.reason)] = now
+                name, count = f"{metadata['name']}.{uuid.uuid4().hex[:16]}", 1
                 create = True
+            self.records.put_note(series, f"{name} {count}", SERIES_WINDOW_SECONDS)
         if not create:
             self.core.patch_namespaced_event(name, namespace, patch)
             return

@@ -17,7 +17,9 @@ from typing import Any
 
 from hikyo.clients import ClientCache
 from k8s.client import api_client as build_api_client
+from k8s.events import EventSink
 from k8s.gateway import KubeCluster
+from k8s.slim_api import CoreV1
 
 from .engine.ports import CoordinationStore
 from .engine.recent_reads import RecentReads
@@ -179,10 +181,14 @@ def build_runtime(
             f"HIKYO_OPERATOR_SHARDS={layout.shards} needs scaled mode (HIKYO_OPERATOR_REDIS_URL):"
             " an embedded operator is one shard"
         )
+    queue = build_queue(redis_url, QUEUE_PREFIX, layout)
+    api_client = build_api_client(kubeconfig)
+    # S5.5.1: the event records live in the keyed-queue store, shared by every scaled worker.
+    events = EventSink(CoreV1(api_client), records=queue)
     return Runtime(
         settings=settings,
-        cluster=KubeCluster(build_api_client(kubeconfig)),
-        queue=build_queue(redis_url, QUEUE_PREFIX, layout),
+        cluster=KubeCluster(api_client, events=events),
+        queue=queue,
         reports=build_queue(redis_url, REPORTS_PREFIX, layout),
         record=record,
         record_report=record_report,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s.events import CREATE_INTERVAL_SECONDS, SERIES_WINDOW_SECONDS, EventSink
+from k8s.events import CREATE_INTERVAL_SECONDS, SERIES_WINDOW_SECONDS, EventSink, LocalRecords
 from workers.engine.ports import Event
+from workers.queue.memory import MemoryQueue
 
 
 class RecordingCore:
@@ -57,12 +58,29 @@ def test_a_different_message_within_a_minute_is_not_created():
 
 def test_expired_records_are_forgotten_and_the_next_event_is_created_anew():
     core, clock = RecordingCore(), Clock()
-    sink = EventSink(core, clock=clock)  # type: ignore[arg-type]
+    records = LocalRecords(clock)
+    sink = EventSink(core, records=records)  # type: ignore[arg-type]
     for n in range(100):
         sink.emit(_cr(f"uid-{n}"), DELIVERED)
-    assert len(sink._series) == 100 and len(sink._creates) == 100
+    assert len(records) == 200  # a series and a create limit per CR
     clock.now += SERIES_WINDOW_SECONDS + 1
     sink.emit(_cr("uid-0"), DELIVERED)
-    assert list(sink._creates) == [("uid-0", "Delivered")]  # the others are gone
-    assert len(sink._series) == 1
+    assert len(records) == 2  # the others are gone
     assert core.calls[-1][0] == "create"  # outside the window: a new event, not a patch
+
+
+def test_workers_sharing_the_store_aggregate_together():
+    """S5.5.1 in scaled mode: two workers (two sinks) over one keyed-queue store count one
+    series, and a third started later (a restarted worker) still patches it."""
+    core, clock = RecordingCore(), Clock()
+    store = MemoryQueue(clock=clock)
+    first, second = (EventSink(core, records=store) for _ in range(2))  # type: ignore[arg-type]
+    first.emit(_cr("a"), DELIVERED)
+    clock.now += 10
+    second.emit(_cr("a"), DELIVERED)
+    clock.now += 10
+    EventSink(core, records=store).emit(_cr("a"), DELIVERED)  # type: ignore[arg-type]
+    (_, _, name), *patches = core.calls
+    assert patches == [("patch", name, 2), ("patch", name, 3)]
+    second.emit(_cr("a"), Event("Warning", "Delivered", "another message"))
+    assert len(core.calls) == 3  # the create limit is shared too
