@@ -13,6 +13,7 @@ from dataclasses import replace
 from devserver import Fault
 from tests.support.world import World, canary
 from workers.engine.outcome import Requeue
+from workers.engine.pacing import RESUME_CLAIM_SECONDS
 from workers.queue.memory import MemoryQueue
 
 PAUSE = 60.0
@@ -78,3 +79,64 @@ def test_a_429_pauses_one_org_of_an_instance_and_its_crs_resume_in_due_order(
         result = world.reconcile(name, forced_full=True).outcome
         assert result.reason == "Delivered", (name, result.reason, result.message)
     assert _fetches(world) == fetched + 3
+
+
+def test_at_a_pause_end_one_request_goes_first_and_a_429_to_it_re_arms_the_pause(world):
+    """S4.1.6 rev 4: the first request after the pause goes alone; the server answers it 429
+    again, so the pause is re-armed and the others, still waiting, send nothing; after the
+    second pause the first request is answered 200 and the rest follow. One 429 per pause
+    end, never a burst."""
+    now = [1_000_000.0]
+    world.engine = replace(
+        world.engine, store=MemoryQueue(clock=lambda: now[0]), wall_seconds=lambda: now[0]
+    )
+    world.ready()
+    for name in ("second", "third"):
+        world.create_cr(name, target={"name": f"{name}-env"})
+        while world.reconcile(name).outcome.reason == "FinalizerAdded":
+            pass
+    world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="10"), times=2)
+    start = _fetches(world)
+    assert world.reconcile("app", forced_full=True).outcome.reason == "FetchFailed"  # a 429
+
+    now[0] += 10.0  # the first pause ends
+    first = world.reconcile("second", forced_full=True).outcome
+    assert first.reason == "FetchFailed" and first.fetched  # it went first, and drew a 429
+    waiting = world.reconcile("third", forced_full=True).outcome
+    assert waiting.reason == "InstancePaused" and not waiting.fetched
+
+    now[0] += 10.0  # the re-armed pause ends: again one goes first, answered 200 this time
+    assert world.reconcile("third", forced_full=True).outcome.reason == "Delivered"
+    for name in ("app", "second"):
+        assert world.reconcile(name, forced_full=True).outcome.reason == "Delivered"
+    statuses = [r.status for r in world.requests()[start:]]
+    assert statuses.count(429) == 2 and len(statuses) == 5, statuses  # one 429 per pause end
+
+
+def test_at_a_pause_end_the_others_wait_until_the_first_request_is_answered(world):
+    """S4.1.6 rev 4: the first request after the pause gets no answer (it times out); until it
+    is answered, or a client timeout has passed, the others of that org send nothing."""
+    now = [1_000_000.0]
+    world.engine = replace(
+        world.engine, store=MemoryQueue(clock=lambda: now[0]), wall_seconds=lambda: now[0]
+    )
+    world.ready()
+    world.create_cr("second", target={"name": "second-env"})
+    while world.reconcile("second").outcome.reason == "FinalizerAdded":
+        pass
+    world.devserver.set_fault(world.token, Fault.rate_limited(retry_after="10"), times=1)
+    assert world.reconcile("app", forced_full=True).outcome.reason == "FetchFailed"  # a 429
+    now[0] += 10.0
+    world.devserver.set_fault(world.token, Fault.slow(60.0), times=1)  # past the 3 s timeout
+    try:
+        hung = world.reconcile("app", forced_full=True).outcome
+        assert hung.reason == "FetchFailed" and "timeout" in hung.message
+        fetched = _fetches(world)
+        waiting = world.reconcile("second", forced_full=True).outcome
+        assert waiting.reason == "InstancePaused" and not waiting.write_status
+        assert _fetches(world) == fetched  # nothing went while the first was unanswered
+    finally:
+        world.devserver.clear_fault(world.token)
+    now[0] += RESUME_CLAIM_SECONDS  # about one client timeout later another may go first
+    assert world.reconcile("second", forced_full=True).outcome.reason == "Delivered"
+    assert world.reconcile("app", forced_full=True).outcome.reason == "Delivered"
