@@ -111,6 +111,7 @@ def _pace_wait(
     runtime: Runtime,
     scope: str,
     now: float,
+    requester: str,
     gate_notes: GateNotes | None = None,
 ) -> float:
     """0 when this report may go to the instance now (a token taken), else seconds to wait:
@@ -121,7 +122,7 @@ def _pace_wait(
     instance_uid, _, org = scope.partition("/")  # a UID holds no "/"
     # A report to an instance that stopped answering would hold a worker slot like a fetch:
     # it waits for the probe gate too (the report may be the probe).
-    gate = instance_gate(store, instance_uid, org, now, gate_notes)
+    gate = instance_gate(store, instance_uid, org, now, requester, gate_notes)
     return (
         gate.paused
         or gate.resume_in
@@ -152,23 +153,26 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     cluster, store = runtime.cluster, runtime.queue
     reused = runtime.recent_reads.take(key.uid)  # S7.1 rev 3: its reconcile's reads
     known_instance = reused.instance if reused is not None else None
-    paced_scope, reports_paused, known_cluster_id, *instance_notes = store.get_notes(
+    waited, reports_paused, known_cluster_id, *instance_notes = store.get_notes(
         _waiting_note(key),
         _reports_paused_note(key),
         CLUSTER_ID_NOTE,
         *(
             ()
             if reused is None or known_instance is None
-            else _instance_note_names(known_instance["metadata"]["uid"], reused.org)
+            else _instance_note_names(
+                known_instance["metadata"]["uid"], reused.org, _requester_of(reused.cr)
+            )
         ),
     )
+    paced_scope, _, paced_requester = (waited or "").partition(" ")
     if paced_scope:
         if reports_paused:  # S7.5: the pause wins, as below
-            paced_scope = None
+            paced_scope = ""
         else:
-            wait = _pace_wait(runtime, paced_scope, time.time())
+            wait = _pace_wait(runtime, paced_scope, time.time(), paced_requester)
             if wait > 0:  # the reads taken above are dropped: after the wait it reads again
-                store.put_note(_waiting_note(key), paced_scope, wait + WAITING_NOTE_MARGIN)
+                store.put_note(_waiting_note(key), waited or "", wait + WAITING_NOTE_MARGIN)
                 return None, wait
     cr = reused.cr if reused is not None else cluster.get_hikyosecret(key.namespace, key.name)
     if cr is None or cr["metadata"]["uid"] != key.uid:
@@ -184,9 +188,9 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     if instance is None:
         return None, period
     instance_uid = instance["metadata"]["uid"]
-    scope = pause_scope(instance_uid, spec.org)
+    scope, requester = pause_scope(instance_uid, spec.org), requested_for(spec)
     if not instance_notes:
-        instance_notes = store.get_notes(*_instance_note_names(instance_uid, spec.org))
+        instance_notes = store.get_notes(*_instance_note_names(instance_uid, spec.org, requester))
     capabilities, *gate = instance_notes
     if not reporting_offered(capabilities):
         return None, period  # S7.2: only to a server that advertised the capability
@@ -197,10 +201,10 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     now = time.time()
     # S4.1.6: reports share the instance's pace; a token taken above for this very instance
     # and org is this report's.
-    gate_notes: GateNotes = (gate[0], gate[1], gate[2])
-    wait = 0.0 if paced_scope == scope else _pace_wait(runtime, scope, now, gate_notes)
+    gate_notes: GateNotes = (gate[0], gate[1], gate[2], gate[3])
+    wait = 0.0 if paced_scope == scope else _pace_wait(runtime, scope, now, requester, gate_notes)
     if wait > 0:
-        store.put_note(_waiting_note(key), scope, wait + WAITING_NOTE_MARGIN)
+        store.put_note(_waiting_note(key), f"{scope} {requester}", wait + WAITING_NOTE_MARGIN)
         return None, wait
     if reused is not None:
         token = reused.token
@@ -216,9 +220,7 @@ def _attempt(runtime: Runtime, key: ObjectKey) -> tuple[ReportAttempt | None, fl
     answer = client.report_status(
         Scope(spec.org, spec.project, spec.environment), token=token, report=body
     )
-    note_answer(
-        store, instance_uid, answer.detail if answer.status is None else None, requested_for(spec)
-    )
+    note_answer(store, instance_uid, answer.detail if answer.status is None else None, requester)
     slack = heartbeat_slack(spec.resync_seconds)  # a run may carry it until then (S7.4 rev 4)
     decided = verdict(answer.status, answer.retry_after, period, slack)
     if answer.status == 204 and capabilities is not None:  # S7.2 rev 4: a 204 renews it too
@@ -251,9 +253,19 @@ def _renew_capabilities(store: CoordinationStore, instance_uid: str, capabilitie
     store.put_note(capabilities_note(instance_uid), capabilities, CAPABILITY_TTL)
 
 
-def _instance_note_names(instance_uid: str, org: str) -> tuple[str, str, str, str]:
+def _instance_note_names(
+    instance_uid: str, org: str, requester: str
+) -> tuple[str, str, str, str, str]:
     """The notes a report reads about its instance: its S7.2 capabilities and its gate's."""
-    return capabilities_note(instance_uid), *gate_note_names(instance_uid, org)
+    return capabilities_note(instance_uid), *gate_note_names(instance_uid, org, requester)
+
+
+def _requester_of(cr: dict[str, Any]) -> str:
+    """S4.1.9's requester of a CR's requests, "" when its spec no longer parses."""
+    try:
+        return requested_for(parse_spec(cr))
+    except SpecInvalid:
+        return ""
 
 
 def _reports_paused_note(key: ObjectKey) -> str:

@@ -1,8 +1,10 @@
 """S4.1.9 rev 4 on the real apiserver and the devserver: a request that times out is the failure
-of its own CR, never of its neighbours; an instance is judged not answering only when requests
-for two different credentials time out with no answer in between, and then its other CRs wait
-like a pause (no fetch, no write, no event, their conditions as they were) while one probe at
-a time tests it, and the first answer ends the wait. Other instances are never held up."""
+of its own CR, never of its neighbours: the same credential's other CRs wait behind one probe
+at a time while every other credential fetches as ever; an instance is judged not answering
+only when requests for two different credentials time out with no answer in between, and then
+its other CRs wait like a pause (no fetch, no write, no event, their conditions as they were)
+while one probe at a time tests it, and the first answer ends the wait. Other instances are
+never held up."""
 
 from __future__ import annotations
 
@@ -43,8 +45,12 @@ def test_one_hanging_credential_fails_only_its_own_cr_and_two_judge_the_instance
         assert bob.reconcile("bob-1").outcome.reason == "Delivered"
 
         devserver.set_fault(bob.token, Fault.slow(60.0))
+        # Alice's other requests wait for her probe (nothing written, not a failure).
+        held = alice.reconcile("alice-1").outcome
+        assert held.reason == "CredentialUnanswered" and not held.fetched
         # bob-1's answer came after alice's timeout: counting starts again. Now requests for
         # two credentials time out with no answer in between: the instance is judged.
+        now[0] += PROBE_INTERVAL_SECONDS  # alice's next probe is due
         for hanging, name in ((bob, "bob-2"), (alice, "alice-1")):
             timed_out = hanging.reconcile(name)
             assert timed_out.outcome.reason == "FetchFailed" and timed_out.outcome.fetched

@@ -110,12 +110,19 @@ def test_R15_pacing_gates_stop_without_any_write_and_without_backoff(gate, wait,
         assert wait <= outcome.delay <= 2 * wait
 
 
-def test_R15_waiting_for_an_unresponsive_instance_writes_nothing_and_is_no_failure():
+@pytest.mark.parametrize(
+    ("gate", "reason"),
+    [
+        (Gate.UNRESPONSIVE, "InstanceUnresponsive"),
+        (Gate.CREDENTIAL_UNANSWERED, "CredentialUnanswered"),
+    ],
+)
+def test_R15_waiting_for_a_probe_writes_nothing_and_is_no_failure(gate, reason):
     """S4.1.9 rev 4: like a pause, the CR's conditions and lifecycle stay as they were; its
     condition never says another CR's request timed out."""
-    plan = answered(observed(), FetchAttempt(gate=Gate.UNRESPONSIVE, wait=3.0))
+    plan = answered(observed(), FetchAttempt(gate=gate, wait=3.0))
     outcome = plan.outcome
-    assert outcome.reason == "InstanceUnresponsive"
+    assert outcome.reason == reason
     assert not outcome.write_status and outcome.conditions == {} and outcome.status == {}
     assert outcome.events == [] and outcome.lifecycle is None
     assert outcome.requeue is Requeue.AFTER  # not a failure: no backoff step

@@ -41,7 +41,7 @@ def store(clock: Clock) -> MemoryQueue:
 
 
 def _gates(store, clock, count: int, org: str = ORG) -> list[InstanceGate]:
-    return [instance_gate(store, UID, org, clock.now) for _ in range(count)]
+    return [instance_gate(store, UID, org, clock.now, "requester") for _ in range(count)]
 
 
 def test_at_a_pause_end_one_request_goes_and_the_others_wait_for_its_answer(store, clock):

@@ -39,7 +39,13 @@ from .shaping import deliver
 from .stamp import compute_stamp, empty_content_stamp
 
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
-INSTANCE_UNRESPONSIVE = "InstanceUnresponsive"  # S4.1.9: waiting, like a pause
+# S4.1.9: waiting, like a pause, for the probe of an instance or of a credential's requests
+INSTANCE_UNRESPONSIVE = "InstanceUnresponsive"
+CREDENTIAL_UNANSWERED = "CredentialUnanswered"
+_PROBED = {
+    Gate.UNRESPONSIVE: INSTANCE_UNRESPONSIVE,
+    Gate.CREDENTIAL_UNANSWERED: CREDENTIAL_UNANSWERED,
+}
 
 
 class NotAFetch(EngineError):
@@ -131,11 +137,12 @@ def _answer(
 
 
 def _gated(attempt: FetchAttempt, cr_uid: str) -> Outcome:
-    if attempt.gate is Gate.UNRESPONSIVE:
-        # S4.1.9: waiting for an instance that stopped answering is not this CR's failure: no
-        # write, its conditions stay as they were; a probe finds out when the instance answers.
+    if attempt.gate in _PROBED:
+        # S4.1.9: waiting for an instance (or this credential's requests) that stopped being
+        # answered is not this CR's failure: no write, its conditions stay as they were; a
+        # probe finds out when it is answered again.
         delay = spread(max(attempt.wait, PROBE_INTERVAL_SECONDS), cr_uid)
-        return waiting(INSTANCE_UNRESPONSIVE, delay)
+        return waiting(_PROBED[attempt.gate], delay)
     if attempt.gate is Gate.PAUSED:
         # Back at the pause's end, in the order the CRs waiting on it became due (S4.1.6).
         return waiting(INSTANCE_PAUSED, resume_delay_while_paused(attempt.wait))

@@ -50,13 +50,14 @@ def fetch(
     clocks: Clocks,
 ) -> FetchAttempt:
     instance_uid = plan.instance_uid
-    gate = instance_gate(store, instance_uid, plan.spec.org, now.wall)
+    gate = instance_gate(store, instance_uid, plan.spec.org, now.wall, requested_for(plan.spec))
     if gate.paused > 0:  # a 429 paused every request to this instance for this org
         return FetchAttempt(gate=Gate.PAUSED, wait=gate.paused)
     if gate.resume_in > 0:  # the first request after the pause goes alone (S4.1.6 rev 4)
         return FetchAttempt(gate=Gate.PAUSED, wait=gate.resume_in)
     if gate.probe_in > 0:  # another run probes an instance that stopped answering (S4.1.9)
-        return FetchAttempt(gate=Gate.UNRESPONSIVE, wait=gate.probe_in)
+        probed = Gate.CREDENTIAL_UNANSWERED if gate.requester_only else Gate.UNRESPONSIVE
+        return FetchAttempt(gate=probed, wait=gate.probe_in)
     wait = wait_for_token(
         store, instance_uid, settings.fetch_qps, settings.fetch_burst, sleep=sleep
     )

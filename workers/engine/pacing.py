@@ -134,18 +134,14 @@ def _timeouts_note(instance_uid: str) -> str:
     return f"instance-timeouts:{instance_uid}"
 
 
+def _requester_note(instance_uid: str, requested_for: str) -> str:
+    return f"requester-unresponsive:{instance_uid}:{requested_for}"
+
+
 def requester(org: str, credential: str) -> str:
     """Whom a request was made for (S4.1.9: a credential, in an org), as a digest: the store
     keeps no credential name, and two different digests timing out judge the instance."""
     return hashlib.sha256(f"{org}\0{credential}".encode()).hexdigest()[:16]
-
-
-def unresponsive_wait(store: CoordinationStore, instance_uid: str) -> float:
-    """0 when this run may fetch (the instance answers, or this run is its probe); else the
-    seconds until the next probe may start."""
-    if not store.get_note(_unresponsive_note(instance_uid)):
-        return 0.0
-    return _take_probe(store, instance_uid)
 
 
 class InstanceGate(NamedTuple):
@@ -156,15 +152,23 @@ class InstanceGate(NamedTuple):
     probe_in: float
     resume_in: float = 0.0  # another request goes first after the pause: look again then
     resuming: bool = False  # this request is the first after a pause: its answer ends it
+    # The probe is for this request's requester only: its own requests time out, while the
+    # instance answers others (S4.1.9: that trouble stays the requester's).
+    requester_only: bool = False
 
 
-GateNotes = tuple[str | None, str | None, str | None]
+GateNotes = tuple[str | None, str | None, str | None, str | None]
 
 
-def gate_note_names(instance_uid: str, org: str) -> tuple[str, str, str]:
+def gate_note_names(instance_uid: str, org: str, requested_for: str) -> tuple[str, str, str, str]:
     """The notes ``instance_gate`` reads, for a caller that reads them with others."""
     scope = pause_scope(instance_uid, org)
-    return _pause_note(scope), _unresponsive_note(instance_uid), _resuming_note(scope)
+    return (
+        _pause_note(scope),
+        _unresponsive_note(instance_uid),
+        _resuming_note(scope),
+        _requester_note(instance_uid, requested_for),
+    )
 
 
 def instance_gate(
@@ -172,14 +176,15 @@ def instance_gate(
     instance_uid: str,
     org: str,
     now: float,
+    requested_for: str,
     notes: GateNotes | None = None,
 ) -> InstanceGate:
-    """The org's 429 pause at the instance, then the one first request after it, else
-    ``unresponsive_wait``, from one read of the notes (issue 13: a round trip less per run);
-    ``notes`` are those of ``gate_note_names`` when already read. A paused instance takes no
-    probe token."""
-    names = gate_note_names(instance_uid, org)
-    paused_until, unresponsive, resuming = notes or store.get_notes(*names)
+    """The org's 429 pause at the instance, then the one first request after it, else the
+    probe of an instance, or of this requester, that stopped answering (S4.1.9), from one
+    read of the notes (issue 13: a round trip less per run); ``notes`` are those of
+    ``gate_note_names`` when already read. A paused instance takes no probe token."""
+    names = gate_note_names(instance_uid, org, requested_for)
+    paused_until, unresponsive, resuming, requester_hung = notes or store.get_notes(*names)
     paused = _left(paused_until, now)
     if paused > 0:
         return InstanceGate(paused, 0.0)
@@ -188,28 +193,33 @@ def instance_gate(
         wait = store.take_token(claim, 1.0 / RESUME_CLAIM_SECONDS, 1)
         if wait > 0:
             return InstanceGate(0.0, 0.0, resume_in=min(wait, RESUME_POLL_SECONDS))
-    if not unresponsive:
-        return InstanceGate(0.0, 0.0, resuming=bool(resuming))
-    return InstanceGate(0.0, _take_probe(store, instance_uid), resuming=bool(resuming))
+    if unresponsive:
+        return InstanceGate(0.0, _take_probe(store, instance_uid), resuming=bool(resuming))
+    if requester_hung:
+        probe_in = _take_probe(store, instance_uid, requested_for)
+        return InstanceGate(0.0, probe_in, resuming=bool(resuming), requester_only=True)
+    return InstanceGate(0.0, 0.0, resuming=bool(resuming))
 
 
-def _take_probe(store: CoordinationStore, instance_uid: str) -> float:
-    return store.take_token(_probe_bucket(instance_uid), 1.0 / PROBE_INTERVAL_SECONDS, 1)
-
-
-def _probe_bucket(instance_uid: str) -> str:
-    return f"probe:{instance_uid}"
+def _take_probe(store: CoordinationStore, instance_uid: str, requested_for: str = "") -> float:
+    """The probe of the instance, or with ``requested_for`` of that requester's requests."""
+    bucket = f"probe:{instance_uid}" + (f":{requested_for}" if requested_for else "")
+    return store.take_token(bucket, 1.0 / PROBE_INTERVAL_SECONDS, 1)
 
 
 def note_answer(
     store: CoordinationStore, instance_uid: str, failure_detail: str | None, requested_for: str
 ) -> None:
-    """After a fetch for ``requested_for`` (``requester``): a timeout is remembered, and a
-    second requester's timeout with no answer in between marks the instance not answering
-    (S4.1.9); any answer clears both. ``failure_detail`` is the transport failure's fixed text,
+    """After a request for ``requested_for`` (``requester``): a timeout holds that requester's
+    other requests back behind one probe at a time, and a second requester's timeout with no
+    answer in between holds the whole instance back (S4.1.9); an answer clears the instance's
+    marks and that requester's. ``failure_detail`` is the transport failure's fixed text,
     None when the server answered."""
     unresponsive, timeouts = _unresponsive_note(instance_uid), _timeouts_note(instance_uid)
+    mine = _requester_note(instance_uid, requested_for)
     if failure_detail in SLOW_FAILURES:
+        store.put_note(mine, failure_detail, UNRESPONSIVE_MEMORY_SECONDS)
+        _take_probe(store, instance_uid, requested_for)  # this run was its probe
         seen = {name for name in (store.get_note(timeouts) or "").split(",") if name}
         seen.add(requested_for)
         if len(seen) >= 2:
@@ -218,8 +228,9 @@ def note_answer(
         kept = ",".join(sorted(seen)[:_REMEMBERED_REQUESTERS])
         store.put_note(timeouts, kept, UNRESPONSIVE_MEMORY_SECONDS)
         return
-    marked, timed_out = store.get_notes(unresponsive, timeouts)
-    for name, present in ((unresponsive, marked), (timeouts, timed_out)):
+    for name, present in zip(
+        (unresponsive, timeouts, mine), store.get_notes(unresponsive, timeouts, mine), strict=True
+    ):
         if present:
             store.put_note(name, "", 0.001)  # cleared: a note expiring at once
 

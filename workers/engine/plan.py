@@ -138,6 +138,8 @@ class Gate(enum.Enum):
 
     PAUSED = "paused"  # a 429 paused the instance
     UNRESPONSIVE = "unresponsive"  # another run probes an instance that stopped answering
+    # another run probes the instance for this credential, whose requests stopped being answered
+    CREDENTIAL_UNANSWERED = "credential unanswered"
     NO_TOKEN = "no token"  # no token within the wait budget
 
 

@@ -287,6 +287,12 @@ OUTCOME_TEXTS: dict[str, str] = {
         "waits out the pause, and then they run in the order they became due; nothing to do."
     ),
     "Paced": "Fetches to HikyoInstance {instance} are paced (S4.1.6); nothing to do.",
+    "CredentialUnanswered": (
+        "Requests to HikyoInstance {instance} with this HikyoSecret's credential (org {org}) "
+        "timed out while the instance answered others (S4.1.9). One request at a time probes "
+        "it and the first answer ends the wait; this HikyoSecret keeps its conditions meanwhile. "
+        "Check the Hikyo server's logs for that credential and org."
+    ),
     "InstanceUnresponsive": (
         "HikyoInstance {instance} stopped answering: requests for two different credentials "
         "timed out with no answer in between (S4.1.9). One request at a time probes it and the "
