@@ -170,7 +170,8 @@ class OperatorFacts:
 
 def operator_facts(operator: Any, *, scaled_by_settings: bool) -> OperatorFacts:
     """What the OperatorProcess this dashboard runs in (``process.current``) tells: who leads,
-    the mode, the queue depth. Read-only; every fact it cannot tell is "unknown"."""
+    the mode, the queue's keys due now and scheduled in all. Read-only; every fact it cannot
+    tell is "unknown"."""
     mode_by_settings = "scaled" if scaled_by_settings else "embedded"
     if operator is None:
         alone = "no operator runs in this process"
@@ -190,7 +191,10 @@ def operator_facts(operator: Any, *, scaled_by_settings: bool) -> OperatorFacts:
     depth = UNKNOWN
     if leading or mode == "scaled":  # an embedded standby's own queue is not the leader's
         try:
-            depth = str(int(operator.runtime.queue.depth()))
+            queue = operator.runtime.queue
+            # Every CR has its resync timer in the queue: what waits is what is due now.
+            due, scheduled = int(queue.due_count()), int(queue.depth())
+            depth = f"{due} due now, {scheduled} scheduled"
         except Exception:
             depth = UNKNOWN
     role = "leader" if leading else "standby"

@@ -294,6 +294,17 @@ def test_the_overview_counts_and_lists_the_not_ready_first(objects, viewer):
     assert 'data-instance="prod"' in instances and '<td class="paused">no</td>' in instances
 
 
+def test_an_empty_overview_does_not_claim_every_hikyosecret_is_ready(viewer):
+    all_ready = re.search(r'id="all-ready">(.*?)<', _text(viewer.get(OVERVIEW)), re.S)
+    assert all_ready and all_ready.group(1).startswith("No HikyoSecret is recorded yet")
+
+
+def test_a_ready_overview_says_so(objects, viewer):
+    TrackedObject.objects.filter(ready=False).update(ready=True)
+    all_ready = re.search(r'id="all-ready">(.*?)<', _text(viewer.get(OVERVIEW)), re.S)
+    assert all_ready and all_ready.group(1) == "Every HikyoSecret is Ready."
+
+
 def test_the_overview_shows_an_instance_paused_by_a_429_with_its_org_and_end(objects, viewer):
     until = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=4)
     TrackedObject.objects.filter(name="ledger-env").update(

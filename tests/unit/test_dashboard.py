@@ -60,13 +60,16 @@ def test_an_empty_store_summarizes_to_zeroes():
 
 
 class _Queue:
-    def __init__(self, depth: Any) -> None:
-        self._depth = depth
+    def __init__(self, depth: Any, due: int = 1) -> None:
+        self._depth, self._due = depth, due
 
     def depth(self) -> int:
         if isinstance(self._depth, Exception):
             raise self._depth
         return self._depth
+
+    def due_count(self) -> int:
+        return self._due
 
 
 def _operator(*, leading: bool, scaled: bool = False, depth: Any = 4, holder: str = "other-1"):
@@ -80,13 +83,19 @@ def _operator(*, leading: bool, scaled: bool = False, depth: Any = 4, holder: st
 
 def test_operator_facts_of_the_leader_in_embedded_mode():
     facts = dashboard.operator_facts(_operator(leading=True), scaled_by_settings=False)
-    assert (facts.leader, facts.mode, facts.queue_depth) == ("me-1", "embedded", "4")
+    # every CR has its resync timer: what is due now is told apart from what is scheduled
+    assert (facts.leader, facts.mode) == ("me-1", "embedded")
+    assert facts.queue_depth == "1 due now, 4 scheduled"
     assert facts.this_process == "me-1 (leader)"
 
 
 def test_a_scaled_standby_names_the_holder_and_reads_the_shared_queue():
     facts = dashboard.operator_facts(_operator(leading=False, scaled=True), scaled_by_settings=True)
-    assert (facts.leader, facts.mode, facts.queue_depth) == ("other-1", "scaled", "4")
+    assert (facts.leader, facts.mode, facts.queue_depth) == (
+        "other-1",
+        "scaled",
+        "1 due now, 4 scheduled",
+    )
 
 
 def test_an_embedded_standby_does_not_claim_the_leaders_queue_depth():

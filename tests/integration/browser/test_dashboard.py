@@ -227,7 +227,7 @@ def test_login_and_the_overview_counts_match_the_cluster(pages, dashboard: Dashb
     # The operator this dashboard runs in.
     assert visit.text("#operator-mode") == "embedded"
     assert visit.text("#operator-leader") not in ("", "unknown")
-    assert visit.text("#operator-queue-depth").isdigit()
+    assert re.fullmatch(r"\d+ due now, \d+ scheduled", visit.text("#operator-queue-depth"))
     instance = f'#instances-table tr[data-instance="{dashboard.world.instance}"]'
     assert visit.page.locator(instance).count() == 1
     assert visit.text(f"{instance} td.paused") == "no"
