@@ -48,6 +48,8 @@ IDLE_CHILDREN = 1  # kept warm between calls
 SLOT_WAIT_SECONDS = 60.0  # each holder frees its child within the wall budget
 PARSE_VERDICTS = 1024
 _READ_CHUNK = 65536
+# An answer holds at most 1 MiB of rendered bytes (templates.render_templates), as base64.
+MAX_FRAME_BYTES = 4 * 2**20
 _STOPPED = "stops the renderer"
 
 
@@ -126,6 +128,9 @@ class _Child:
         frames = []
         while len(self._buffer) >= 4:
             size = int.from_bytes(self._buffer[:4], "big")
+            if size > MAX_FRAME_BYTES:  # more than any answer holds: the child is not ours
+                self.kill()
+                raise _Stopped(_STOPPED, None)
             if len(self._buffer) < 4 + size:
                 break
             frames.append(json.loads(bytes(self._buffer[4 : 4 + size])))

@@ -16,7 +16,7 @@ import pytest
 from workers.engine import rendering
 from workers.engine.template_bounds import NESTED_TOO_DEEP, OVER_CPU, OVER_MEMORY, OVER_TIME
 from workers.engine.templates import Rendered, TemplateFault
-from workers.render_pool import RenderPool
+from workers.render_pool import MAX_FRAME_BYTES, RenderPool
 from workers.runtime import contain_templates
 
 CANARY = "CANARYRENDERPOOL5b1c"
@@ -140,3 +140,13 @@ def test_a_renderer_is_the_kernel_s_first_choice_when_the_pod_runs_out_of_memory
     limits = Path(f"/proc/{child.process.pid}/limits").read_text()
     assert re.search(r"Max core file size\s+0\s+0", limits)
     assert re.search(r"Max address space\s+\d+", limits)
+
+
+def test_a_frame_larger_than_any_answer_stops_the_child(pool):
+    """What a child may send is bounded before it is read whole: a length past any answer's
+    ends the call (the child is killed), however the child came to send it."""
+    assert isinstance(pool.render({"k": "{{ user }}"}, VALUES, frozenset()), Rendered)
+    (child,) = pool._idle
+    child._buffer += (MAX_FRAME_BYTES + 1).to_bytes(4, "big")
+    fault = pool.render({"k": "{{ user }}"}, VALUES, frozenset())
+    assert fault == TemplateFault("k", "stops the renderer") and child.stopped()

@@ -238,3 +238,12 @@ def test_explain_s_variables_of_a_template_nested_too_deep_are_empty_not_an_erro
         "ok": frozenset({"a"}),
     }
     assert parse_templates({"k": deep}, None) == TemplateFault("k", NESTED_TOO_DEEP)
+
+
+def test_a_render_s_output_over_1_mib_in_all_stops_at_the_key_that_passes_it():
+    """Each entry may emit up to 1 MiB, but no Secret holds more than that in all (S4.4.3):
+    64 entries of 1 MiB would otherwise carry 64 MiB from the renderer to the operator."""
+    templates = {f"k{n:02d}": "{{ 'x' * 600000 }}" for n in range(64)}
+    assert render_templates(templates, SOURCES) == TemplateFault(
+        "k01", "output over 1,048,576 bytes in all"
+    )

@@ -393,12 +393,16 @@ def render_templates(
     context["values"] = Values(present, missing)
     data: dict[str, bytes] = {}
     lacking: dict[str, tuple[str, ...]] = {}
+    total = 0
     for key in sorted(templates):
         entering(key)
         outcome = _render_one(templates[key], context, missing)
         if isinstance(outcome, MissingSource):
             lacking[key] = (outcome.name,)
         elif isinstance(outcome, bytes):
+            total += len(outcome)
+            if total > MAX_STRING:  # no Secret holds more (S4.4.3): stop before carrying it
+                return TemplateFault(key, f"output over {MAX_STRING:,} bytes in all")
             data[key] = outcome
         else:
             return TemplateFault(key, outcome.kind)
