@@ -37,3 +37,30 @@ def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> bool:
     if not done:
         log.debug("mallopt(M_ARENA_MAX, %d) refused", arenas)
     return done
+
+
+TRACEMALLOC_DIR = "HIKYO_TRACEMALLOC_DIR"  # development only: where SIGUSR2 writes snapshots
+
+
+def tracemalloc_on_signal() -> bool:
+    """Development aid (issue 52): with ``HIKYO_TRACEMALLOC_DIR`` set, trace allocations from
+    start and write a snapshot there on each SIGUSR2 (``snapshot-<n>.pickle``, compared with
+    ``tracemalloc.Snapshot.load(...).compare_to``). Snapshots hold allocation sites and sizes,
+    never object contents. Off (False) unless the variable is set."""
+    directory = os.environ.get(TRACEMALLOC_DIR)
+    if not directory:
+        return False
+    import itertools
+    import signal
+    import tracemalloc
+    from pathlib import Path
+
+    tracemalloc.start(12)
+    numbers = itertools.count(1)
+
+    def dump(signum: int, frame: object) -> None:
+        path = Path(directory) / f"snapshot-{next(numbers)}.pickle"
+        tracemalloc.take_snapshot().dump(str(path))
+
+    signal.signal(signal.SIGUSR2, dump)
+    return True

@@ -187,6 +187,10 @@ def _run_locked(runtime: Runtime, lock: Lock, forced_full: bool) -> RunResult | 
         runtime.record(result, started, time.monotonic() - clock)
         if result.uid and runtime.settings.status_reporting and _report_after(runtime, key, result):
             resync_at_least = run_after_heartbeat(result.resync_seconds)
+        elif result.reads_kept:
+            # No report follows this run: its reads would only sit in memory for their 30 s
+            # (issue 52: a resync wave of 1,000 CRs held ~18 MiB of them).
+            runtime.recent_reads.take(result.uid)
     finally:  # the key is settled whatever recording does
         if not result.uid:  # gone, or replaced by another object with the same name
             queue.finish(lock, Requeue.NONE)

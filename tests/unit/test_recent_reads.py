@@ -52,3 +52,15 @@ def test_every_engine_of_a_process_shares_its_reuse_windows():
     first, second = runtime.engine(), runtime.engine(lambda: None)
     assert first.recent_root is second.recent_root is runtime.recent_root
     assert first.recent_reads is second.recent_reads is runtime.recent_reads
+
+
+def test_a_kept_cr_leaves_its_managed_fields_behind_and_its_status_in():
+    """Issue 52: no report reads managedFields, and they are most of a CR's size."""
+    cr = {
+        "metadata": {"uid": "u1", "generation": 2, "managedFields": [{"manager": "x"}] * 50},
+        "status": {"lifecycle": "Synced"},
+    }
+    slim = recent_reads.without_managed_fields(cr)
+    assert slim == {"metadata": {"uid": "u1", "generation": 2}, "status": {"lifecycle": "Synced"}}
+    assert "managedFields" in cr["metadata"]  # the run's own copy is left as it was
+    assert recent_reads.without_managed_fields(CR) is CR

@@ -868,3 +868,28 @@ def test_rollout_evaluations_are_coalesced_per_cr():
     assert arrived.acquire(timeout=5) and arrived.acquire(timeout=5)
     assert sorted(submitted) == sorted([KEY, KEY, other])
     assert submitted[:2] == [KEY, other]  # the other CR did not wait behind KEY's interval
+
+
+@pytest.mark.parametrize(
+    ("status_written", "reporting", "kept"),
+    [(False, True, False), (True, True, True), (False, False, False)],
+)
+def test_a_run_s_reads_stay_in_memory_only_when_a_report_follows(
+    monkeypatch, status_written, reporting, kept
+):
+    """Issue 52: a resync that sends no report drops its reads at once instead of holding the
+    CR, its token and instance for 30 s (a wave of 1,000 unchanged resyncs held ~18 MiB)."""
+    h = Harness(monkeypatch)
+    h.runtime.settings = OperatorSettings(
+        operator_namespace="hikyo-system", status_reporting=reporting
+    )
+    h.reports = h.runtime.reports = MemoryQueue(FakeClock())  # no heartbeat due
+    h.reports.schedule(KEY, delay=3600.0, priority=Priority.NORMAL)
+    h.runtime.recent_reads.keep(KEY.uid, {"metadata": {"uid": KEY.uid}}, "token")
+    h.fake(
+        lambda engine: _result(
+            Requeue.RESYNC, resync_seconds=300.0, reads_kept=True, status_written=status_written
+        )
+    )
+    h.run()
+    assert (h.runtime.recent_reads.take(KEY.uid) is not None) is kept

@@ -19,6 +19,15 @@ REUSE_SECONDS = 30.0
 MAX_KEPT = 10_000  # a report backlog longer than this reads again, as it did before rev 3
 
 
+def without_managed_fields(cr: dict[str, Any]) -> dict[str, Any]:
+    """The CR a report may reuse, less ``metadata.managedFields`` (no report reads them, and
+    they are most of a CR's size)."""
+    metadata = cr.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return cr
+    return {**cr, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
 @dataclass(frozen=True)
 class ReconcileReads:
     cr: dict[str, Any] = field(repr=False)

@@ -26,7 +26,7 @@ from .observed import Observed
 from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
-from .recent_reads import RecentReads
+from .recent_reads import RecentReads, without_managed_fields
 from .remediation import spec_context
 from .settings import OperatorSettings
 from .stamp_root import RecentStampRoot
@@ -139,7 +139,7 @@ def _reconcile(
         assert engine.recent_reads is not None
         engine.recent_reads.keep(
             decision.spec.uid,
-            applied.cr_after,
+            without_managed_fields(applied.cr_after),
             decision.token,
             observed.instance if isinstance(observed.instance, dict) else None,
             decision.spec.org,

@@ -29,7 +29,7 @@ from controlplane.observations.migrate_at_start import MigrationFailed, migrate_
 from controlplane.observations.recording import BackgroundRecorder
 from workers import metrics
 from workers.engine.settings import SettingsInvalid, parse_address
-from workers.memory import limit_malloc_arenas
+from workers.memory import limit_malloc_arenas, tracemalloc_on_signal
 from workers.operator_process import (
     OperatorProcess,
     celery_report_sender,
@@ -59,6 +59,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, http_addr: str, metrics_addr: str, **options: Any) -> None:
         limit_malloc_arenas()  # before any thread starts (workers.memory)
+        tracemalloc_on_signal()  # development only, with HIKYO_TRACEMALLOC_DIR
         try:  # S8.1: a bad address is one line, not a traceback
             address = parse_address("--http-addr", http_addr, ":8081")
             metrics_address = parse_address("--metrics-addr", metrics_addr, ":8080")
