@@ -262,6 +262,31 @@ def p4_rows(p4: dict[str, Any]) -> list[list[str]]:
                     f"largest {fmt_ratio(ratio(largest, LIMIT_MIB))}",
                 ]
             )
+            for point in run.get("periods", []):
+                if point["periods"] == 2:
+                    continue  # only its RSS, for the growth into the third
+                summary, largest = memory_summary(point.get("processes", []))
+                rows.append(
+                    [
+                        f"P4 {fmt_n(size['n'])}",
+                        f"VmHWM per process after {point['periods']} resync period(s) of "
+                        f"{size.get('resync_seconds', '?')} s, {run_name(run)}",
+                        summary or "—",
+                        f"{LIMIT_MIB} MiB each",
+                        f"largest {fmt_ratio(ratio(largest, LIMIT_MIB))}",
+                    ]
+                )
+            growth = period_growth(run.get("periods", []))
+            if growth is not None:
+                rows.append(
+                    [
+                        f"P4 {fmt_n(size['n'])}",
+                        f"VmRSS growth from the second resync period to the third, {run_name(run)}",
+                        f"{growth:+.1f} %",
+                        "≤ 2 %",
+                        "met" if growth <= 2.0 else "not met",
+                    ]
+                )
             pods = run.get("pods") or {}
             if pods:
                 rows.append(
@@ -274,6 +299,18 @@ def p4_rows(p4: dict[str, Any]) -> list[list[str]]:
                     ]
                 )
     return rows
+
+
+def period_growth(periods: list[dict[str, Any]]) -> float | None:
+    """The main processes' VmRSS, summed, from the last period but one to the last, %."""
+    if len(periods) < 2:
+        return None
+
+    def rss(point: dict[str, Any]) -> float:
+        return sum(r.get("vmrss_now_mib", 0.0) for r in point["processes"] if r["role"] == "main")
+
+    first, last = rss(periods[-2]), rss(periods[-1])
+    return 100.0 * (last - first) / first if first else None
 
 
 def p5_rows(p5: dict[str, Any]) -> list[list[str]]:

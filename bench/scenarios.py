@@ -25,6 +25,7 @@ from bench.apiserver import (
     measure_period,
     request_counts,
 )
+from bench.common import status_kib
 from bench.cpu import CpuSnapshot, busy_share
 from bench.fleet import Databases, Fleet
 from bench.report import per_cr, percentile, ratio, speedup
@@ -407,30 +408,61 @@ def per_cr_work(counts: dict[str, int]) -> dict[str, int]:
 
 
 def p4(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
-    """VmHWM of every process: embedded and scaled with 2 workers, and any other mode this
-    bench run already cold-started at that size; an earlier cold start (P1, P7) is reused."""
+    """VmHWM of every process: embedded and scaled with 2 workers at all Ready, after the first
+    resync period and after the third, and the RSS growth from the second to the third
+    (issue 52: the steady state, not only the first sync),
+    their CRs resyncing every ``resync_seconds``; any other mode this bench run already
+    cold-started at that size is shown at all Ready."""
     out: dict[str, Any] = {"sizes": []}
     bench.results["scenarios"]["p4"] = out
+    period = bench.options.resync_seconds
     for n in sizes:
-        size: dict[str, Any] = {"n": n, "runs": []}
+        size: dict[str, Any] = {"n": n, "runs": [], "resync_seconds": period}
         out["sizes"].append(size)
-        cached = {w for (m, w) in bench.cold_runs if m == n}
-        for workers in sorted(cached | set(P4_WORKERS)):
-            run = bench.cold_runs.get((n, workers))
-            if run is None:
-                with bench.side(f"p4-{mode_label(workers)}-{n}", n, workers) as side:
-                    run = cold_start(side, "P4")
-                bench.cold_runs[(n, workers)] = run
+        for workers in P4_WORKERS:
+            with bench.side(f"p4-{mode_label(workers)}-{n}", n, workers, period) as side:
+                run = cold_start(side, "P4")
+                periods = steady_memory(side, period, (1, 2, 3))
             size["runs"].append(
                 {
                     "mode": run["mode"],
                     "workers": run["workers"],
-                    "source": f"from {run['scenario']}" if run["scenario"] != "P4" else "own run",
+                    "source": "own run",
                     "processes": run["memory"],
                     "pods": run.get("pod_memory", {}),
+                    "periods": periods,
                 }
             )
+        for (m, workers), run in sorted(bench.cold_runs.items()):
+            if m == n and workers not in P4_WORKERS:
+                size["runs"].append(
+                    {
+                        "mode": run["mode"],
+                        "workers": run["workers"],
+                        "source": f"from {run['scenario']}",
+                        "processes": run["memory"],
+                        "pods": run.get("pod_memory", {}),
+                    }
+                )
     return out
+
+
+def steady_memory(side: Side, period: float, after: tuple[int, ...]) -> list[dict[str, Any]]:
+    """After each count of resync periods in ``after`` (from all Ready): every process's VmHWM
+    so far and its VmRSS now, and each pod's peak (issue 52)."""
+    found, waited = [], 0
+    for count in after:
+        time.sleep(period * JITTER_MAX * (count - waited))
+        waited = count
+        dead = side.fleet.dead()
+        if dead:
+            raise RuntimeError(f"{side.label}: {', '.join(dead)} exited while resyncing")
+        processes = side.fleet.memory()
+        for row in processes:
+            now = status_kib(row["pid"]) or {}
+            row["vmrss_now_mib"] = round(now.get("VmRSS", 0) / 1024, 1)
+        found.append({"periods": count, "processes": processes, "pods": side.fleet.pod_memory()})
+    return found
 
 
 # --- P2 and P3 (one run) -----------------------------------------------------------------------

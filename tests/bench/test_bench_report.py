@@ -359,3 +359,39 @@ def test_p9_rows_set_capacity_against_what_a_five_minute_resync_needs():
     rates = {"reports_per_second": 32.5, "heartbeats_needed_per_second": 66.7}
     with_rates = report.p9_rows({"n": 20000, "runs": [{**run, **rates}]})
     assert "120 status reports, 32.5/s against 66.7/s of heartbeats); needed" in with_rates[0][2]
+
+
+def test_p4_shows_the_steady_state_after_one_and_three_resync_periods_and_the_growth():
+    """Issue 52: the columns after the first and the third resync period, and the RSS growth
+    from the second period to the third against its 2 % bound."""
+    from bench.report import p4_rows
+
+    def point(count: int, rss: float) -> dict:
+        row = {"label": "operator", "role": "main", "pid": 1, "vmhwm_mib": rss + 1}
+        return {"periods": count, "processes": [{**row, "vmrss_now_mib": rss}], "pods": {}}
+
+    p4 = {
+        "sizes": [
+            {
+                "n": 1000,
+                "resync_seconds": 30,
+                "runs": [
+                    {
+                        "mode": "embedded",
+                        "workers": 0,
+                        "source": "own run",
+                        "processes": [
+                            {"label": "operator", "role": "main", "pid": 1, "vmhwm_mib": 95.0}
+                        ],  # fmt: skip
+                        "periods": [point(1, 95.0), point(2, 100.0), point(3, 103.0)],
+                    }
+                ],
+            }
+        ]
+    }
+    rows = {row[1]: row for row in p4_rows(p4)}
+    after_first = rows["VmHWM per process after 1 resync period(s) of 30 s, embedded"]
+    assert after_first[2] == "operator 96.0 MiB"
+    assert "VmHWM per process after 2 resync period(s) of 30 s, embedded" not in rows
+    growth = rows["VmRSS growth from the second resync period to the third, embedded"]
+    assert growth[2:] == ["+3.0 %", "≤ 2 %", "not met"]
