@@ -444,7 +444,10 @@ NOTES = {
         "processes' peaks do not add up to the pod's memory. Peak per pod: the largest of "
         "the same samples of the main process's VmRSS plus each prefork child's private "
         "pages (smaps_rollup), what one container running that tree holds; with the threads "
-        "pool (the chart's default) a worker is one process."
+        "pool (the chart's default) a worker is one process. Then, its CRs resyncing every "
+        "--resync seconds with nothing changed, the same after the first and the third resync "
+        "period (each 1.1 x resync), and the main processes' VmRSS growth from the second "
+        "period to the third (issue 52)."
     ),
     "p5": (
         "P5: scaled cold starts as P1 with 1, 2 and 4 celery workers while the devserver holds "

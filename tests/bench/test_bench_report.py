@@ -382,7 +382,7 @@ def test_p4_shows_the_steady_state_after_one_and_three_resync_periods_and_the_gr
                         "source": "own run",
                         "processes": [
                             {"label": "operator", "role": "main", "pid": 1, "vmhwm_mib": 95.0}
-                        ],  # fmt: skip
+                        ],
                         "periods": [point(1, 95.0), point(2, 100.0), point(3, 103.0)],
                     }
                 ],
