@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tests.support.clocks import FakeClock
 from tests.unit.decide_fixtures import (
     INSTANCE_UID,
     SETTINGS,
@@ -35,14 +36,6 @@ STATUS = {
 }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Cluster:
     def __init__(self, the_cr: dict[str, Any]) -> None:
         self.cr = the_cr
@@ -67,7 +60,7 @@ class AcceptingClient:
 
 
 def test_a_cr_alone_with_a_48_hour_resync_keeps_reporting(monkeypatch):
-    clock = Clock()
+    clock = FakeClock(1000.0)
     monkeypatch.setattr(reporting, "_renewed_at", {})
     monkeypatch.setattr(reporting, "_monotonic", clock)
     the_cr = cr(status=STATUS, spec={"resyncInterval": "48h"})
@@ -85,7 +78,7 @@ def test_a_cr_alone_with_a_48_hour_resync_keeps_reporting(monkeypatch):
 
     store.put_note(capabilities_note(INSTANCE_UID), "status-report", CAPABILITY_TTL)  # the fetch
     for day in (1, 2, 3):  # no fetch in between: the resync is 48 h, only heartbeats
-        clock.now += 24 * HOUR
+        clock.advance(24 * HOUR)
         assert reporting_offered(store.get_note(capabilities_note(INSTANCE_UID))), day
         attempt, _ = _attempt(runtime, key)
         assert attempt is not None and attempt.http_status == 204, day
@@ -93,10 +86,10 @@ def test_a_cr_alone_with_a_48_hour_resync_keeps_reporting(monkeypatch):
 
 
 def test_without_a_204_the_note_ends_25_hours_after_the_fetch():
-    clock = Clock()
+    clock = FakeClock(1000.0)
     store = MemoryQueue(clock=clock)
     store.put_note(capabilities_note(INSTANCE_UID), "status-report", CAPABILITY_TTL)
-    clock.now += 24 * HOUR
+    clock.advance(24 * HOUR)
     assert reporting_offered(store.get_note(capabilities_note(INSTANCE_UID)))  # the heartbeat
-    clock.now += 1 * HOUR
+    clock.advance(1 * HOUR)
     assert store.get_note(capabilities_note(INSTANCE_UID)) is None

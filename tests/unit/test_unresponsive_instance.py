@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.clocks import FakeClock
 from tests.support.counting_store import NoteReadCountingQueue
 from workers.engine.pacing import (
     PROBE_INTERVAL_SECONDS,
@@ -29,21 +30,13 @@ ORG = "acme"
 ALICE, BOB, CAROL = (requester(ORG, f"team/{name}") for name in ("alice", "bob", "carol"))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1000.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> MemoryQueue:
+def store(clock: FakeClock) -> MemoryQueue:
     return MemoryQueue(clock=clock)
 
 
@@ -69,21 +62,21 @@ def test_an_answering_instance_is_never_held_back(store):
 def test_one_timeout_holds_back_only_its_requester_behind_one_probe(store, clock, detail):
     note_answer(store, UID, detail, ALICE)  # the run that timed out was the first probe
     assert [_wait(store, CAROL) for _ in range(3)] == [0, 0, 0]  # the instance answers others
-    assert instance_gate(store, UID, ORG, clock.now, ALICE).requester_only
-    clock.now += PROBE_INTERVAL_SECONDS
-    assert instance_gate(store, UID, ORG, clock.now, ALICE) == InstanceGate(
+    assert instance_gate(store, UID, ORG, clock(), ALICE).requester_only
+    clock.advance(PROBE_INTERVAL_SECONDS)
+    assert instance_gate(store, UID, ORG, clock(), ALICE) == InstanceGate(
         0.0, 0.0, requester_only=True
     )  # the next probe for alice
-    assert instance_gate(store, UID, ORG, clock.now, ALICE).probe_in > 0
+    assert instance_gate(store, UID, ORG, clock(), ALICE).probe_in > 0
 
 
 def test_two_requesters_timing_out_hold_back_the_whole_instance(store, clock):
     _time_out_twice(store)  # the second run was the instance's probe
-    gate = instance_gate(store, UID, ORG, clock.now, CAROL)
+    gate = instance_gate(store, UID, ORG, clock(), CAROL)
     assert gate.probe_in == pytest.approx(PROBE_INTERVAL_SECONDS) and not gate.requester_only
-    clock.now += PROBE_INTERVAL_SECONDS
-    assert instance_gate(store, UID, ORG, clock.now, CAROL).probe_in == 0  # the next probe
-    assert instance_gate(store, UID, ORG, clock.now, CAROL).probe_in > 0
+    clock.advance(PROBE_INTERVAL_SECONDS)
+    assert instance_gate(store, UID, ORG, clock(), CAROL).probe_in == 0  # the next probe
+    assert instance_gate(store, UID, ORG, clock(), CAROL).probe_in > 0
 
 
 def test_an_answer_to_the_probe_lets_every_cr_fetch_again(store, clock):
@@ -112,8 +105,8 @@ def test_the_marks_are_per_instance(store):
 
 def test_a_quiet_instance_is_trusted_again_after_ten_minutes(store, clock):
     _time_out_twice(store)
-    clock.now += 601
-    gates = [instance_gate(store, UID, ORG, clock.now, who) for who in (ALICE, BOB, CAROL)]
+    clock.advance(601)
+    gates = [instance_gate(store, UID, ORG, clock(), who) for who in (ALICE, BOB, CAROL)]
     assert [g.probe_in for g in gates] == [0, 0, 0]
 
 
@@ -154,31 +147,31 @@ def test_stood_off_crs_wake_spread_out():
 
 def test_the_gate_reads_its_notes_in_one_round_trip(clock):
     store = NoteReadCountingQueue(clock)
-    assert instance_gate(store, UID, ORG, clock.now, CAROL) == InstanceGate(0.0, 0.0)
+    assert instance_gate(store, UID, ORG, clock(), CAROL) == InstanceGate(0.0, 0.0)
     assert store.note_reads == 1
     _time_out_twice(store)  # unresponsive: the second run was its probe
     store.note_reads = 0
-    gate = instance_gate(store, UID, ORG, clock.now, CAROL)
+    gate = instance_gate(store, UID, ORG, clock(), CAROL)
     assert gate.paused == 0 and gate.probe_in == pytest.approx(PROBE_INTERVAL_SECONDS)
     assert store.note_reads == 1
 
 
 def test_a_paused_instance_waits_its_pause_and_takes_no_probe_token(store, clock):
     _time_out_twice(store)
-    clock.now += PROBE_INTERVAL_SECONDS  # a probe token is due again
-    pause_instance(store, pause_scope(UID, ORG), 20.0, clock.now)  # and a 429 paused the instance
+    clock.advance(PROBE_INTERVAL_SECONDS)  # a probe token is due again
+    pause_instance(store, pause_scope(UID, ORG), 20.0, clock())  # and a 429 paused the instance
     paused = InstanceGate(pytest.approx(20.0), 0.0)
-    assert instance_gate(store, UID, ORG, clock.now, CAROL) == paused
-    clock.now += 20.0
+    assert instance_gate(store, UID, ORG, clock(), CAROL) == paused
+    clock.advance(20.0)
     first = InstanceGate(0.0, 0.0, resuming=True)  # the first request after it, and the probe
-    assert instance_gate(store, UID, ORG, clock.now, CAROL) == first
+    assert instance_gate(store, UID, ORG, clock(), CAROL) == first
     resumed(store, pause_scope(UID, ORG))  # its answer ended the pause's end
-    assert instance_gate(store, UID, ORG, clock.now, CAROL).probe_in > 0  # the probe is taken
+    assert instance_gate(store, UID, ORG, clock(), CAROL).probe_in > 0  # the probe is taken
 
 
 def test_notes_already_read_are_not_read_again(clock):
     store = NoteReadCountingQueue(clock)
-    notes = (repr(clock.now + 5.0), None, None, None)
-    gate = instance_gate(store, UID, ORG, clock.now, CAROL, notes)
+    notes = (repr(clock() + 5.0), None, None, None)
+    gate = instance_gate(store, UID, ORG, clock(), CAROL, notes)
     assert gate == InstanceGate(pytest.approx(5.0), 0.0) and store.note_reads == 0
     assert len(gate_note_names(UID, ORG, CAROL)) == len(notes)
