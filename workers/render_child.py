@@ -108,7 +108,10 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, cpu_seconds: float, memory_bytes: i
     templates.render_templates({"warm": "{{ warm|tojson }}"}, {"warm": b"x"})  # load it all
     baseline_rss = _status_kib("VmRSS") * 1024
     address_space = _status_kib("VmSize") * 1024 + memory_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (address_space, resource.RLIM_INFINITY))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)  # a pod may set one; never raise it
+    if hard != resource.RLIM_INFINITY:
+        address_space = min(address_space, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, hard))
     write_frame(stdout, {"ready": True})
 
     def entering(key: str) -> None:  # so a stopped render still names its destination
