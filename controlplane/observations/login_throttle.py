@@ -16,6 +16,7 @@ from typing import Any
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 
 FAILURES_PER_USERNAME = 5  # failed logins from one address for one username ...
@@ -56,11 +57,14 @@ def clear_on_login(sender: Any, request: HttpRequest | None, user: Any, **_: Any
         cache.delete(_keys(request, user.get_username())[0])
 
 
-def throttled(request: HttpRequest, username: str) -> bool:
+def throttled(request: HttpRequest, username: str) -> str | None:
+    """Which limit this login is over, as the refusal says it; None when it is under both."""
     per_username, per_address = _keys(request, username)
-    return (cache.get(per_username) or 0) >= FAILURES_PER_USERNAME or (
-        cache.get(per_address) or 0
-    ) >= FAILURES_PER_ADDRESS
+    if (cache.get(per_username) or 0) >= FAILURES_PER_USERNAME:
+        return f"{FAILURES_PER_USERNAME} failed logins for this username from your address"
+    if (cache.get(per_address) or 0) >= FAILURES_PER_ADDRESS:
+        return f"{FAILURES_PER_ADDRESS} failed logins from your address, for any usernames"
+    return None
 
 
 def connect() -> None:
@@ -77,16 +81,16 @@ class LoginThrottle:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if (
-            request.method == "POST"
-            and request.path_info == reverse("admin:login")
-            and throttled(request, request.POST.get("username", ""))
-        ):
-            response = HttpResponse(
-                "too many failed logins from this address; try again later\n",
-                status=429,
-                content_type="text/plain",
-            )
-            response["Retry-After"] = str(WINDOW_SECONDS)
-            return response
+        login = reverse("admin:login")
+        if request.method == "POST" and request.path_info == login:
+            over = throttled(request, request.POST.get("username", ""))
+            if over:
+                response = render(
+                    request,
+                    "observations/login_throttled.html",
+                    {"over": over, "minutes": WINDOW_SECONDS // 60, "login_url": login},
+                    status=429,
+                )
+                response["Retry-After"] = str(WINDOW_SECONDS)
+                return response
         return self.get_response(request)

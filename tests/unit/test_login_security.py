@@ -44,6 +44,8 @@ def test_failed_logins_lock_out_that_address_and_username(admin_user):
     for _ in range(login_throttle.FAILURES_PER_USERNAME):
         assert _login("alice", "wrong") == 200  # the form again, with its error
     assert _login("alice", PASSWORD) == 429  # the right password no longer gets checked
+    refused = Client(REMOTE_ADDR=HERE).post(LOGIN, {"username": "alice", "password": PASSWORD})
+    assert "5 failed logins for this username from your address" in refused.content.decode()
     assert _login("alice", PASSWORD, address=THERE) == 302  # another client is not locked out
 
 
@@ -60,6 +62,9 @@ def test_many_usernames_from_one_address_lock_it_out(admin_user):
     response = Client(REMOTE_ADDR=HERE).post(LOGIN, {"username": "alice", "password": PASSWORD})
     assert response.status_code == 429
     assert response["Retry-After"] == str(login_throttle.WINDOW_SECONDS)
+    page = response.content.decode()
+    assert "20 failed logins from your address, for any usernames" in page
+    assert "15 minutes" in page and 'href="/admin/login/"' in page
 
 
 def test_without_a_secret_key_only_loopback_clients_get_the_dashboard(settings, caplog):
