@@ -202,16 +202,19 @@ def wait_for_outcomes(
     value: str,
     seconds: float,
     report: Callable[[str], None],
+    held_back: Callable[[Target], str | None] = lambda target: None,
 ) -> Waited:
     """Uncached GETs of the CRs not handled yet, a few per second at most, until each records
     ``value`` in ``status.lastForcedSync`` or ``seconds`` have passed. Each outcome is
-    reported as it comes (``report``), so a long wait shows progress."""
+    reported as it comes (``report``), so a long wait shows progress; a CR still waiting
+    because something holds its fetch back (``held_back``: a 429 pause, say) is told once."""
     deadline = time.monotonic() + seconds
     pending = list(asked)
     gone = 0
     interval = POLL_FIRST_SECONDS
     trouble = ""
     lines: list[str] = []
+    told: set[Target] = set()
 
     def say(line: str) -> None:
         lines.append(line)
@@ -233,6 +236,10 @@ def wait_for_outcomes(
                 say(outcome_line(item, cr))
             else:
                 still.append(item)
+                why = None if item in told else held_back(item)
+                if why:
+                    told.add(item)
+                    say(f"{item.namespace}/{item.name}: {why}")
         pending = still
         if not pending or time.monotonic() >= deadline:
             break

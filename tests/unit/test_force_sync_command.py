@@ -287,3 +287,31 @@ def test_deleted_while_waiting(fake, monkeypatch):
 
 def test_request_values_are_unique():
     assert len({resync.new_request_value() for _ in range(200)}) == 200
+
+
+@pytest.mark.django_db
+def test_a_wait_names_the_429_pause_the_store_recorded():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.observations.management.commands.resync import held_back_by_pause
+    from controlplane.observations.models import TrackedObject
+    from workers.keys import ObjectKey
+
+    key = ObjectKey("team", "app", "u1")
+    assert held_back_by_pause(key) is None
+    TrackedObject.objects.create(
+        namespace="team",
+        name="app",
+        uid="u1",
+        instance="primary",
+        names={"org": "acme"},
+        paused_until=timezone.now() + timedelta(seconds=50),
+    )
+    said = held_back_by_pause(key)
+    assert said is not None and said.startswith(
+        "waits for HikyoInstance primary's 429 pause of acme"
+    )
+    TrackedObject.objects.update(paused_until=timezone.now() - timedelta(seconds=1))
+    assert held_back_by_pause(key) is None  # the pause is over

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controlplane.observations import resync_requests
 from controlplane.observations.resync_requests import in_reach, request_resync
 from k8s.errors import Conflict, Forbidden, NotFound
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
@@ -63,3 +64,28 @@ def test_in_reach_skips_the_operators_namespace_and_unwatched_ones():
         (keys[0], "the operator ignores HikyoSecrets in its own namespace"),
         (keys[2], "namespace other is not in HIKYO_OPERATOR_NAMESPACES"),
     ]
+
+
+class Handling:
+    """A CR that records the request on its third read."""
+
+    def __init__(self, value: str) -> None:
+        self.value, self.reads = value, 0
+
+    def get_hikyosecret(self, namespace: str, name: str) -> dict[str, Any]:
+        self.reads += 1
+        status = {"lastForcedSync": {"value": self.value, "outcome": "Delivered"}}
+        return {"metadata": {"uid": "u1"}, "status": status if self.reads >= 3 else {}}
+
+
+def test_a_wait_says_once_what_holds_a_cr_back(monkeypatch):
+    """Issue 49: `resync --wait` waited out a 429 pause without saying so."""
+    monkeypatch.setattr(resync_requests.time, "sleep", lambda seconds: None)
+    target = ObjectKey("team", "app", "u1")
+    said: list[str] = []
+    waited = resync_requests.wait_for_outcomes(
+        Handling("v1"), [target], "v1", 60.0, said.append, lambda t: "waits for the pause"
+    )
+    assert said[0] == "team/app: waits for the pause"
+    assert sum("waits for the pause" in line for line in said) == 1 and len(said) == 2
+    assert waited.unhandled == 0

@@ -16,8 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from controlplane.observations.cluster_errors import cluster_errors_as_one_line
+from controlplane.observations.models import TrackedObject
 from controlplane.observations.resync_requests import (
     DEFAULT_WAIT_SECONDS,
     ResyncCluster,
@@ -135,7 +137,7 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
-        waited = wait_for_outcomes(cluster, asked, value, seconds, show)
+        waited = wait_for_outcomes(cluster, asked, value, seconds, show, held_back_by_pause)
         if waited.unhandled:
             hint = f"; last read error: {waited.trouble}" if waited.trouble else ""
             raise CommandError(
@@ -181,3 +183,28 @@ def _named(targets: list[str], namespace: str) -> list[tuple[str, str]]:
 
 def _cluster() -> ResyncCluster:
     return configured_cluster(settings.KUBECONFIG)
+
+
+def held_back_by_pause(target: ObjectKey) -> str | None:
+    """What the observation store says holds the CR's fetch back: the 429 pause its last run
+    waited on (S4.1.6), when it has not ended. None when the store tells nothing."""
+    now = timezone.now()
+    try:
+        found = (
+            TrackedObject.objects.filter(
+                namespace=target.namespace, name=target.name, paused_until__gt=now
+            )
+            .values_list("instance", "names", "paused_until")
+            .first()
+        )
+    except Exception:  # no store to ask (lost, not migrated): the wait goes on without it
+        return None
+    if found is None:
+        return None
+    instance, names, until = found
+    org = (names or {}).get("org") or "its org"
+    left = max(int((until - now).total_seconds()), 1)
+    return (
+        f"waits for HikyoInstance {instance or 'its instance'}'s 429 pause of {org} (about "
+        f"{left} s more, S4.1.6); the forced sync runs after it"
+    )
