@@ -81,8 +81,8 @@ class LoginThrottle:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        login = reverse("admin:login")
-        if request.method == "POST" and request.path_info == login:
+        login = reverse("admin:login") if request.method == "POST" else ""
+        if login and request.path_info == login:
             over = throttled(request, request.POST.get("username", ""))
             if over:
                 response = render(

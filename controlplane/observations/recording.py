@@ -223,8 +223,11 @@ def _note_run(
     ready = after.get(READY)
     tracked.ready = None if ready is None else ready.get("status") == "True"
     tracked.synced_reason = (after.get(SYNCED) or {}).get("reason") or ""
-    if outcome.lifecycle:
-        tracked.lifecycle = outcome.lifecycle
+    # A run that waited (a pause) keeps the lifecycle it read: never "Unreconciled" for a CR
+    # whose only recorded runs waited (issue 49: scaled mode's paused Ready CRs).
+    lifecycle = outcome.lifecycle or result.lifecycle
+    if lifecycle:
+        tracked.lifecycle = lifecycle[:32]
     tracked.last_checked_at = started
     tracked.deleted_at = None  # a run found it: live (again)
     stored = list(after.values())

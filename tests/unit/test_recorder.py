@@ -535,3 +535,14 @@ def test_the_workloads_a_run_restamped_are_kept_with_the_run_and_the_object():
     assert (row.rolled, row.rolled_at) == ("Deployment/web, StatefulSet/db", T0)
     record_run(_result(), T0 + timedelta(minutes=5), 0.01)  # a later run restamps nothing
     assert TrackedObject.objects.get(uid=UID).rolled == "Deployment/web, StatefulSet/db"
+
+
+@pytest.mark.django_db
+def test_a_cr_whose_only_recorded_runs_waited_shows_the_state_they_read():
+    """Issue 49: in scaled mode a Ready CR whose runs only met a 429 pause (nothing written)
+    showed as Unreconciled; the run read its lifecycle and Ready condition, and says so."""
+    waited = _result(reason="InstancePaused", requeue=Requeue.AFTER, delay=3.0)
+    waited.lifecycle = "Synced"
+    record_run(waited, T0, 0.01)
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert tracked.lifecycle == "Synced" and tracked.ready is True

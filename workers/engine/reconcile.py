@@ -86,6 +86,9 @@ class RunResult:
     names: dict[str, str] = field(default_factory=dict)
     rolled: list[str] = field(default_factory=list)  # workloads restamped (``Kind/name``, S6.4)
     reads_kept: bool = False  # the CR and credential reads a report may reuse (S7.1 rev 3)
+    # The CR's lifecycle after the run: the outcome's, else as the run read it (a run that
+    # waited wrote nothing, and the dashboard still knows the CR's state).
+    lifecycle: str = ""
 
 
 def reconcile(
@@ -211,4 +214,5 @@ def _result(
         step=step,
         target=target if isinstance(target, str) else "",
         names=spec_context(observed.cr),
+        lifecycle=applied.outcome.lifecycle or str(observed.status.get("lifecycle") or ""),
     )
