@@ -77,7 +77,7 @@ def test_undelivered_secrets_quotes_the_machine_reveal_opt_in_and_the_reveal_gra
     text = remediation("UndeliveredSecrets", CONTEXT | {"keys": "DATABASE_URL"})
     assert "hikyo project-settings machine-reveal set --enabled true" in text
     assert (
-        "hikyo access grant add --principal <mch_...> --capability reveal "
+        "hikyo access grant add --principal MCH_ID --capability reveal "
         "--env env_01900000-0000-7000-8000-000000000003"
     ) in text
     assert "Machine access" in text and "Members → New grant" in text

@@ -43,9 +43,10 @@ TEXTS: dict[str, str] = {
         "The Secret is retained and the fetch is retried with backoff. Read the message: "
         "HTTP 401 means the credential is invalid, expired or revoked (mint a new one and "
         "replace data key hikyo-token of {credential_kind} {credential}); 403 means the "
-        "principal lacks read on environment {environment} (hikyo access grant add --principal "
-        "<principal> --capability <read-capability>); 5xx, timeouts and unreachable servers "
-        "are the server's side. Once it is fixed, force a fresh delivery: " + _FORCE_SYNC
+        "credential's principal lacks read on environment {environment} (hikyo access grant "
+        "add --principal MCH_ID --capability read --env {environment}; hikyo sa list shows "
+        "its mch_ ID); 5xx and timeouts are the server's side. Once fixed, force a fresh "
+        "delivery: " + _FORCE_SYNC
     ),
     "NotMaterialized": (
         "Environment {environment} has no published revision (or its pinned revision was "
@@ -56,7 +57,9 @@ TEXTS: dict[str, str] = {
     "SecretNotDesignated": (
         "Secret {credential} in namespace {namespace} must exist, hold data key hikyo-token "
         "(the output file of hikyo sa credential mint; one trailing newline is fine) and carry "
-        'both labels hikyo.dev/delivery="true" and hikyo.dev/instance={instance}: ' + _LABEL
+        'both labels hikyo.dev/delivery="true" and hikyo.dev/instance={instance}. If it does '
+        "not exist, create it first (kubectl -n {namespace} create secret generic "
+        "{credential} --from-file=hikyo-token=./hikyo-token); then label it: " + _LABEL
     ),
     "ServiceAccountNotDesignated": (
         "ServiceAccount {credential} in namespace {namespace} must exist and carry both labels "
@@ -111,8 +114,9 @@ TEXTS: dict[str, str] = {
         "The credential receives only the presence of secret keys {keys}. A Hikyo operator "
         "enables the project's machine-reveal opt-in: hikyo project-settings machine-reveal set "
         "--enabled true (or the toggle on the Machine access page), then grants reveal to the "
-        "workload principal on the environment: hikyo access grant add --principal <mch_...> "
-        "--capability reveal --env {environment} (or Members → New grant). Or set "
+        "workload principal on the environment: hikyo access grant add --principal MCH_ID "
+        "--capability reveal --env {environment}, where MCH_ID is the credential's principal "
+        "(its mch_ ID, which hikyo sa list shows; or Members → New grant). Or set "
         "spec.projection: config-only to deliver config keys only."
     ),
     "KeysMissing": (
@@ -164,12 +168,14 @@ TEXTS: dict[str, str] = {
     # CredentialExpiry
     "ExpiresSoon": (
         "The credential expires within 7 days: mint a new one (hikyo sa credential mint --sa "
-        "<service-account-id> --lifetime 720h --output-file ./hikyo-token) and replace data key "
+        "SA_ID --lifetime 720h --output-file ./hikyo-token, where SA_ID is the Hikyo service "
+        "account's ID that hikyo sa list shows) and replace data key "
         "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
     ),
     "Expired": (
         "The credential has expired: mint a new one (hikyo sa credential mint --sa "
-        "<service-account-id> --lifetime 720h --output-file ./hikyo-token) and replace data key "
+        "SA_ID --lifetime 720h --output-file ./hikyo-token, where SA_ID is the Hikyo service "
+        "account's ID that hikyo sa list shows) and replace data key "
         "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
     ),
     # PinExpiry
@@ -201,8 +207,10 @@ _BY_STEP: dict[tuple[str, str], str] = {
     ),
     ("FetchFailed", "R5"): (
         "HikyoInstance {instance} does not exist: a cluster admin creates it (kubectl get "
-        "hkinst lists the instances), or point spec.instanceRef.name at an existing one. Its "
-        "creation runs this HikyoSecret again."
+        "hkinst lists the instances), or point spec.instanceRef.name at an existing one. The "
+        "credential's hikyo.dev/instance label must name the same instance (kubectl -n "
+        "{namespace} get {credential_resource} {credential} --show-labels), or the next run "
+        "stops at InstanceMismatch. Its creation runs this HikyoSecret again."
     ),
     ("FetchFailed", "R6"): (
         "The TokenRequest for ServiceAccount {credential} failed: list it under the Helm value "
@@ -231,9 +239,11 @@ _BY_STEP: dict[tuple[str, str], str] = {
     ),
     ("FetchFailed", "unauthorized"): (
         "The Hikyo server rejected the credential (401: invalid, expired or revoked): mint a new "
-        "one (hikyo sa credential mint --sa <service-account-id> --lifetime 720h --output-file "
-        "./hikyo-token) and replace data key hikyo-token of {credential_kind} {credential}, "
-        "keeping both designation labels. The Secret is retained meanwhile."
+        "one (hikyo sa credential mint --sa SA_ID --lifetime 720h --output-file ./hikyo-token, "
+        "where SA_ID is the Hikyo service account's ID, which hikyo sa list shows) and replace "
+        "data key hikyo-token of {credential_kind} {credential}, keeping both designation "
+        "labels. The Secret is retained meanwhile; the retry waits out its backoff, so then "
+        "force a fresh delivery at once: " + _FORCE_SYNC
     ),
     ("FetchFailed", "server"): (
         "The Hikyo server failed or could not be reached (see the message); the Secret is "
