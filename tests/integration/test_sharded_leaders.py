@@ -67,6 +67,14 @@ def _shard_env(shard: int, shards: int) -> dict[str, str]:
     return {"HIKYO_OPERATOR_SHARDS": str(shards), "HIKYO_OPERATOR_SHARD": str(shard)}
 
 
+def _operator_watching(tmp_path, kubeconfig, redis_url: str, namespaces: list[str]) -> Operator:
+    """Processes that watch only this test's namespaces: a CR another test left in a namespace
+    still being torn down would otherwise count in a leader's hikyo_operator_secrets."""
+    operator = Operator(tmp_path, kubeconfig, redis_url)
+    operator.env["HIKYO_OPERATOR_NAMESPACES"] = ",".join(namespaces)
+    return operator
+
+
 def _holder(api_client: client.ApiClient, name: str) -> str | None:
     lease = client.CoordinationV1Api(api_client).read_namespaced_lease(name, "hikyo-system")
     return lease.spec.holder_identity
@@ -77,7 +85,7 @@ def test_the_shard_count_changes_from_two_to_three_under_load(
     api_client, devserver, engine, kubeconfig, redis_server, tmp_path, shard_namespaces
 ):
     redis_server.client().flushall()
-    operator = Operator(tmp_path, kubeconfig, redis_server.url)
+    operator = _operator_watching(tmp_path, kubeconfig, redis_server.url, shard_namespaces)
     fleets = [
         Fleet(World(api_client, devserver, engine, ns), "app", COUNT) for ns in shard_namespaces
     ]
@@ -134,7 +142,7 @@ def test_a_shard_leader_killed_pauses_only_its_own_shard(
     reaches shard 1's CRs and none of shard 0's, since nobody schedules them; a standby of
     shard 0 then takes its Lease over once it expires, and shard 0 catches up."""
     redis_server.client().flushall()
-    operator = Operator(tmp_path, kubeconfig, redis_server.url)
+    operator = _operator_watching(tmp_path, kubeconfig, redis_server.url, shard_namespaces)
     fleets = [
         Fleet(World(api_client, devserver, engine, ns), "app", COUNT) for ns in shard_namespaces
     ]
