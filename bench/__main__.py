@@ -10,8 +10,9 @@ value-change latency), p4 (VmHWM of every process), p5 (1/2/4 workers with a slo
 (apiserver requests per reconcile), p8 (3 shard leaders and 2 workers: VmHWM of each, all Ready,
 one shard's leader killed beside a standby; not in the default run), p9 (resync capacity:
 unchanged resyncs a second with the queue saturated, embedded and 2 workers, against a 5-minute
-resync of N; not in the default run). Default sizes: p1, p2, p3, p4, p7, p8 at 1,000 CRs; p5
-at 300; p9 at 2,000.
+resync of N; not in the default run), soak (unchanged resyncs for --soak-minutes, every
+process's RSS each minute and its slope; not in the default run; bench/soak.py). Default
+sizes: p1, p2, p3, p4, p7, p8 at 1,000 CRs; p5 at 300; p9 at 2,000; soak at 5,000.
 P4 reuses P1's runs of the same size; 5,000 and 10,000 need ``--n`` (they do not fit the
 20-minute budget of the default run on a 2-core machine; the default run took 16 minutes on
 2 shared cores). Run from the repository root, with
@@ -39,11 +40,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
-from bench import report, scenarios  # noqa: E402
+from bench import report, scenarios, soak  # noqa: E402
 from bench.world import KEYS, NAMESPACES  # noqa: E402
 
-SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p7", "p8", "p9")
-DEFAULT_RUN = SCENARIOS[:-2]  # p8 and p9 run when named
+SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p7", "p8", "p9", "soak")
+DEFAULT_RUN = SCENARIOS[:-3]  # p8, p9 and the soak run when named
 DEFAULT_N = {
     "p1": 1000,
     "p2": 1000,
@@ -53,6 +54,7 @@ DEFAULT_N = {
     "p7": 1000,
     "p8": 1000,
     "p9": 2000,
+    "soak": 5000,
 }
 DEFAULT_JSON = REPO / "var" / "bench" / "latest.json"
 
@@ -90,6 +92,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="P9's sides: worker counts, 0 for embedded (0,2)",
     )
     parser.add_argument(
+        "--soak-workers",
+        default="0",
+        help="the soak's sides: worker counts, 0 for embedded (0)",
+    )
+    parser.add_argument("--soak-minutes", type=int, default=30, help="the soak's length (30)")
+    parser.add_argument(
         "--namespaces",
         type=int,
         default=NAMESPACES,
@@ -107,12 +115,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--namespaces is at least 1")
     if options.fetch_qps <= 0 or options.worker_concurrency < 1 or options.resync < 1:
         parser.error("--fetch-qps, --worker-concurrency and --resync are positive")
-    try:
-        options.p9_workers = tuple(int(w) for w in options.p9_workers.split(","))
-    except ValueError:
-        parser.error("--p9-workers is a comma-separated list of worker counts, e.g. 0,2")
-    if any(w < 0 for w in options.p9_workers):
-        parser.error("--p9-workers counts are not negative")
+    for flag in ("p9_workers", "soak_workers"):
+        try:
+            counts = tuple(int(w) for w in getattr(options, flag).split(","))
+        except ValueError:
+            counts = (-1,)
+        if any(w < 0 for w in counts):
+            name = "--" + flag.replace("_", "-")
+            parser.error(f"{name} is a comma-separated list of worker counts ≥ 0, e.g. 0,2")
+        setattr(options, flag, counts)
+    if options.soak_minutes < 1:
+        parser.error("--soak-minutes is at least 1")
     if options.p3_samples < 1 or options.p5_delay_ms < 0 or options.p2_p3_workers < 0:
         parser.error("--p3-samples is positive, --p5-delay-ms and --p2-p3-workers not negative")
     return options
@@ -141,6 +154,8 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
         p5_delay_ms=options.p5_delay_ms,
         p2_p3_workers=options.p2_p3_workers,
         p9_workers=options.p9_workers,
+        soak_workers=options.soak_workers,
+        soak_minutes=options.soak_minutes,
         namespaces=options.namespaces,
         keep=options.keep,
     )
@@ -174,6 +189,8 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
             timed("p8", lambda: scenarios.p8(bench, size_for(options, "p8")))
         if "p9" in chosen:
             timed("p9", lambda: scenarios.p9(bench, size_for(options, "p9")))
+        if "soak" in chosen:
+            timed("soak", lambda: soak.soak(bench, size_for(options, "soak")))
 
 
 def _remove(path: Path) -> None:
@@ -206,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             "p5_delay_ms": options.p5_delay_ms,
             "p2_p3_workers": options.p2_p3_workers,
             "p9_workers": list(options.p9_workers),
+            "soak_workers": list(options.soak_workers),
+            "soak_minutes": options.soak_minutes,
         },
         "scenarios": {},
         "notes": [],

@@ -449,6 +449,12 @@ NOTES = {
         "period (each 1.1 x resync), and the main processes' VmRSS growth from the second "
         "period to the third (issue 52)."
     ),
+    "soak": (
+        "Soak: a cold start as P1, then --soak-minutes of unchanged resyncs (every --resync "
+        "seconds) with each main process's VmRSS read from /proc/<pid>/status once a minute; "
+        "the slope is the least-squares fit of those readings taken from the second resync "
+        "period on, per period, as a percentage of the first of them (issue 52)."
+    ),
     "p5": (
         "P5: scaled cold starts as P1 with 1, 2 and 4 celery workers while the devserver holds "
         "every delivery answer back {delay} ms (Fault.slow on the delivery route); "
@@ -586,6 +592,30 @@ def p9_rows(p9: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def soak_rows(soak: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    bound = soak.get("bound_percent_per_period", 2.0)
+    for run in soak.get("runs", []):
+        where = (
+            f"soak {fmt_n(soak['n'])}, {run['mode']}, resync {run['resync_seconds']} s, "
+            f"{len(run['processes'][0]['rss_mib']) if run['processes'] else 0} minutes"
+        )
+        for process in run["processes"]:
+            rss, slope = process["rss_mib"], process["slope_percent_per_period"]
+            rows.append(
+                [
+                    where,
+                    f"{process['process']}: VmRSS MiB at minutes 1 / last / largest; slope "
+                    "after the second period, % of its RSS per period",
+                    f"{rss[0]:g} / {rss[-1]:g} / {max(rss):g}; "
+                    + ("—" if slope is None else f"{slope:+g} %"),
+                    f"slope ≤ {bound:g} % per period (issue 52)",
+                    "—" if slope is None else ("met" if slope <= bound else "NOT met"),
+                ]
+            )
+    return rows
+
+
 ROWS = {
     "p1": p1_rows,
     "p2": p2_rows,
@@ -595,6 +625,7 @@ ROWS = {
     "p7": p7_rows,
     "p8": p8_rows,
     "p9": p9_rows,
+    "soak": soak_rows,
 }
 
 

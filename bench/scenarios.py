@@ -74,6 +74,8 @@ class Options:
     p5_delay_ms: float = 50.0
     p2_p3_workers: int = 0  # embedded (the issue's P2/P3), or scaled with this many workers
     p9_workers: tuple[int, ...] = (0, 2)  # P9's sides: embedded and the chart's default of 2
+    soak_workers: tuple[int, ...] = (0,)  # the soak's sides (bench/soak.py)
+    soak_minutes: int = 30
     # The HikyoSecrets are spread over this many namespaces. R7's list of the CRs naming one
     # target scans its namespace's: at 20,000, 100 namespaces cost the apiserver about 1 ms
     # less per run than 10 (docs/performance.md).
