@@ -34,6 +34,8 @@ import requests
 import urllib3
 from requests.adapters import BaseAdapter, HTTPAdapter
 
+from workers.engine.fetched import TLS_VERIFICATION_FAILED
+
 try:  # urllib3 2.x; 1.26 keeps these elsewhere or lacks them
     from urllib3.util.ssl_match_hostname import CertificateError as _HostnameMismatch
 except ImportError:  # pragma: no cover
@@ -321,7 +323,7 @@ def _transport_detail(exc: BaseException, deadline: _Deadline) -> str:
         return any(isinstance(item, classes) for item in chain)
 
     if has(ssl.SSLCertVerificationError, _HostnameMismatch):
-        return "TLS verification failed"
+        return TLS_VERIFICATION_FAILED
     # Before the timeouts: urllib3's NewConnectionError subclasses ConnectTimeoutError.
     if has(_NameResolutionError, socket.gaierror):
         return "name resolution failed"

@@ -20,7 +20,8 @@ from django.db.models import Max
 
 from k8s.errors import KubeError, describe
 from k8s.gateway import ClusterUnavailable, configured_cluster
-from workers.engine.remediation import message_context
+from workers.engine.conditions import SYNCED, stored_facts
+from workers.engine.facts import Cause
 from workers.published_reads import without_userinfo
 
 from . import process, why
@@ -28,7 +29,9 @@ from .models import TrackedObject
 
 ROWS_SHOWN = 500  # of one instance's HikyoSecrets; the filtered list has them all
 STATE_ORDER = (why.BLOCKED_STATE, why.PAUSED_STATE, why.WARNING_STATE, why.READY_STATE)
-MISSING_PREFIX = "HikyoInstance "  # R5's message: "HikyoInstance <name> not found"
+# Narrows the rows read to R5-like messages ("HikyoInstance <name> not found"); the Synced
+# condition's cause fact decides (names_missing).
+MISSING_PREFIX = "HikyoInstance "
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,18 @@ def read_spec(name: str) -> InstanceSpec:
         return InstanceSpec(found=None, error=type(error).__name__)
 
 
-def names_missing(rows: list[tuple[str, str]]) -> set[str]:
-    """Pure: the instances that R5 found missing, from (instance, blocking message) pairs of
-    ``Synced/FetchFailed`` blockers."""
+def names_missing(rows: list[tuple[str, list[Any]]]) -> set[str]:
+    """Pure: the instances that R5 found missing, from (instance, stored conditions) pairs of
+    ``Synced/FetchFailed`` blockers: their Synced condition's cause fact says so."""
     return {
         instance
-        for instance, message in rows
-        if message_context("FetchFailed", message).get("cause") == "R5"
+        for instance, conditions in rows
+        if any(
+            isinstance(c, dict)
+            and c.get("type") == SYNCED
+            and stored_facts(c).get("cause") == Cause.INSTANCE_MISSING
+            for c in conditions or ()
+        )
     }
 
 
@@ -95,7 +103,7 @@ def missing_instances(live: Any) -> set[str]:
     """The instances some live HikyoSecret's latest run found missing (one indexed query)."""
     rows = live.filter(
         blocking="Synced/FetchFailed", blocking_message__startswith=MISSING_PREFIX
-    ).values_list("instance", "blocking_message")
+    ).values_list("instance", "conditions")
     return names_missing(list(rows))
 
 

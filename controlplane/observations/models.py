@@ -100,6 +100,8 @@ class ReconcileRun(AboutHikyoSecret):
     status_written = models.BooleanField()
     forced_sync = models.CharField(max_length=253, blank=True)  # the force-sync value handled
     rolled = models.TextField(blank=True)  # the workloads restamped, "Kind/name, ..." (S6.4)
+    # The facts of the condition the run's reason set (Condition.facts): names, never a value.
+    facts = models.JSONField(default=dict, blank=True)
 
     objects = ReconcileRunManager()
 

@@ -13,13 +13,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
-from workers.engine.conditions import READY, SYNCED
+from workers.engine.conditions import READY, SYNCED, Condition
 from workers.engine.explain import blocking_condition
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
@@ -36,6 +36,7 @@ _KEPT_CONDITION_FIELDS = (
     "status",
     "reason",
     "message",
+    "facts",  # the names the remediation needs (Condition.facts), never a value
     "observedGeneration",
     "lastTransitionTime",
 )
@@ -182,6 +183,7 @@ def _changing_rows(
             status_written=result.status_written,
             forced_sync=(outcome.forced_sync or "")[:253],
             rolled=", ".join(result.rolled),
+            facts=_run_facts(outcome.conditions.values(), outcome.reason),
         )
     )
     before = _by_type(result.conditions_before)
@@ -207,6 +209,14 @@ def _changing_rows(
         )
         for event in result.events_emitted
     )
+
+
+def _run_facts(conditions: Iterable[Condition | None], reason: str) -> dict[str, str]:
+    """The facts of the condition that gave the run its reason, if it set one."""
+    for condition in conditions:
+        if condition is not None and condition.reason == reason:
+            return dict(condition.facts)
+    return {}
 
 
 def _note_run(

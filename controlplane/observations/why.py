@@ -5,20 +5,21 @@ as warnings, and a 429 pause of (instance, org) with its end.
 
 Pure over a stored row. The texts are ``remediation.remediation``'s, the function ``manage.py
 explain`` prints, filled the way ``explain.status_remediation`` fills them: the spec's names the
-recorder kept (``remediation.spec_context``) and the names the condition's message carries
-(``remediation.message_context``). Names, reasons and messages only: never a value (S0.4).
+recorder kept (``remediation.spec_context``) and the facts stored with the condition
+(``Condition.facts``). Names, reasons and messages only: never a value (S0.4).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from workers.engine.conditions import READY, SYNCED
+from workers.engine.conditions import READY, SYNCED, stored_facts
 from workers.engine.explain import Blocker, blocking_condition
-from workers.engine.remediation import message_context, remediation
+from workers.engine.facts import Cause
+from workers.engine.remediation import condition_context, remediation
 
 PAUSED_REASON = "InstancePaused"
 
@@ -34,6 +35,7 @@ class Problem:
     reason: str
     message: str
     remediation: str
+    cause: str = ""  # the condition's cause fact (facts.Cause), when it has one
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Why:
         return (
             blocker is not None
             and blocker.reason == "FetchFailed"
-            and (message_context(blocker.reason, blocker.message).get("cause") == "R5")
+            and blocker.cause == Cause.INSTANCE_MISSING
         )
 
     @property
@@ -72,9 +74,14 @@ class Why:
         return WARNING_STATE if self.warnings else READY_STATE
 
 
-def condition_remediation(names: Mapping[str, str], reason: str, message: str) -> str:
-    """What to do about one stored condition: explain's text with the recorded names."""
-    return remediation(reason, {**names, **message_context(reason, message)})
+def problem(
+    name: str, reason: str, names: Mapping[str, str], condition: Mapping[str, Any] | None
+) -> Problem:
+    """One stored condition (None: the blocker has no condition of its own) with explain's
+    text, filled with the recorded names and the condition's facts."""
+    message = str((condition or {}).get("message") or "")
+    remedy = remediation(reason, condition_context(names, condition))
+    return Problem(name, reason, message, remedy, stored_facts(condition).get("cause", ""))
 
 
 def why(
@@ -97,14 +104,13 @@ def why(
     # With no condition of its own ("no delivery attempted yet", an unset lifecycle) the
     # blocker is only that the pause held the first fetch back (S4.1.6): the pause says why.
     if blocker is not None and not (pause is not None and blocker.condition is None):
-        reason = blocker.reason or blocker.name
-        remedy = condition_remediation(names, reason, blocker.message)
-        blocking = Problem(blocker.name, reason, blocker.message, remedy)
+        blocking = problem(blocker.name, blocker.reason or blocker.name, names, blocker.condition)
+        if blocker.condition is None:  # "no delivery attempted yet", a lifecycle
+            blocking = replace(blocking, message=blocker.message)
     warnings = []
     for condition in informational(stored, blocker):
-        reason, message = str(condition.get("reason") or ""), str(condition.get("message") or "")
-        remedy = condition_remediation(names, reason, message)
-        warnings.append(Problem(f"{condition['type']}/{reason}", reason, message, remedy))
+        reason = str(condition.get("reason") or "")
+        warnings.append(problem(f"{condition['type']}/{reason}", reason, names, condition))
     return Why(ready, blocking, warnings, pause)
 
 

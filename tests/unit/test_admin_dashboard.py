@@ -96,7 +96,8 @@ READY = [_cond("Ready", "True", "Ready"), _cond("Synced", "True", "Delivered")]
 UNDELIVERED_CONDITIONS = [
     _cond("Ready", "False", "Blocked", "not ready: Delivery/UndeliveredSecrets"),
     _cond("Synced", "True", "Delivered"),
-    _cond("Delivery", "False", "UndeliveredSecrets", UNDELIVERED),
+    _cond("Delivery", "False", "UndeliveredSecrets", UNDELIVERED)
+    | {"facts": {"keys": "API_KEY, DB_PASSWORD"}},  # as the engine stores them beside it
 ]
 
 

@@ -68,6 +68,17 @@ def test_a_crd_from_before_s11_names_the_fields_it_would_prune():
     ]
 
 
+def test_a_crd_whose_conditions_lack_facts_names_the_field_it_would_prune():
+    """Without it the apiserver prunes the facts, and S4.17 (which compares them) would write
+    the status again on every run."""
+    crds = _shipped()
+    status = crds[HIKYOSECRETS_CRD]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    del status["properties"]["status"]["properties"]["conditions"]["items"]["properties"]["facts"]
+    assert served_crd_problems(crds, VERSION) == [
+        "served CRD hikyosecrets.hikyo.dev (v1alpha1) lacks status.conditions[].facts"
+    ]
+
+
 def test_both_missing_fields_are_reported():
     crds = _shipped()
     spec = _spec_schema(crds[HIKYOSECRETS_CRD])["properties"]

@@ -13,13 +13,18 @@ import pytest
 from controlplane.observations import instances, timeline, times, why
 from tests.support.factories import make_hikyosecret
 from workers.engine.explain import blocking_condition, status_remediation
+from workers.engine.facts import Cause
 from workers.engine.remediation import spec_context
 
 NOW = datetime(2026, 12, 4, 21, 37, 12, tzinfo=UTC)
 
 
-def _cond(type_: str, status: str, reason: str, message: str = "") -> dict[str, Any]:
-    return {"type": type_, "status": status, "reason": reason, "message": message}
+def _cond(
+    type_: str, status: str, reason: str, message: str = "", facts: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A condition as stored; ``facts`` as the engine keeps them beside the message."""
+    stored = {"type": type_, "status": status, "reason": reason, "message": message}
+    return stored | ({"facts": facts} if facts else {})
 
 
 def _cr(**spec: Any) -> dict[str, Any]:
@@ -52,12 +57,24 @@ def _status_text(cr: dict[str, Any], conditions: list[dict[str, Any]], lifecycle
 BLOCKERS = {
     "401": (
         {"auth": {"secretRef": {"name": "ledger-token"}}, "instanceRef": {"name": "eu"}},
-        _cond("Synced", "False", "FetchFailed", "fetch failed: status 401 (unauthenticated)"),
+        _cond(
+            "Synced",
+            "False",
+            "FetchFailed",
+            "fetch failed: status 401 (unauthenticated)",
+            {"cause": Cause.UNAUTHORIZED},
+        ),
         ("ledger-token", "hikyo-token"),
     ),
     "missing instance": (
         {"instanceRef": {"name": "old"}},
-        _cond("Synced", "False", "FetchFailed", "HikyoInstance old not found"),
+        _cond(
+            "Synced",
+            "False",
+            "FetchFailed",
+            "HikyoInstance old not found",
+            {"cause": Cause.INSTANCE_MISSING},
+        ),
         ("HikyoInstance old does not exist",),
     ),
     "not designated": (
@@ -101,6 +118,7 @@ def test_informational_problems_of_a_ready_object_are_warnings_not_nothing_to_do
             "False",
             "KeysMissing",
             "the server did not deliver mapped keys MISSING_KEY; their destinations are absent",
+            {"keys": "MISSING_KEY"},
         ),
         _cond("Rollout", "False", "Stalled", "not progressed: Deployment/web"),
         _cond("CredentialExpiry", "True", "ExpiresSoon", "the credential expires at ..."),
@@ -161,7 +179,13 @@ def test_the_cr_that_drew_the_429_keeps_its_blocker_beside_the_pause():
     cr = _cr(instanceRef={"name": "eu"}, scope={"org": "org_ledger"})
     conditions = [
         _cond("Ready", "False", "Blocked"),
-        _cond("Synced", "False", "FetchFailed", "rate limited by the Hikyo server (status 429)"),
+        _cond(
+            "Synced",
+            "False",
+            "FetchFailed",
+            "rate limited by the Hikyo server (status 429)",
+            {"cause": Cause.RATE_LIMITED},
+        ),
     ]
     found = _why(cr, conditions, paused_until=NOW + timedelta(seconds=30))
     assert found.pause is not None and found.blocker is not None
@@ -185,8 +209,9 @@ def test_an_instance_url_never_shows_its_userinfo():
 
 def test_missing_instances_are_those_r5_found_missing():
     rows = [
-        ("old", "HikyoInstance old not found"),
-        ("eu", "HikyoInstance eu: invalid caBundle"),  # R14: exists, but no client
+        ("old", [_cond("Synced", "False", "FetchFailed", "", {"cause": Cause.INSTANCE_MISSING})]),
+        ("eu", [_cond("Synced", "False", "FetchFailed", "", {"cause": Cause.NO_CLIENT})]),
+        ("us", [_cond("Synced", "False", "FetchFailed", "HikyoInstance us not found")]),  # no facts
     ]
     assert instances.names_missing(rows) == {"old"}
 
@@ -258,7 +283,7 @@ def test_an_instance_without_a_client_reads_as_explains_r14_text():
     message = "HikyoInstance eu: spec.url must use https"
     conditions = [
         _cond("Ready", "False", "Blocked"),
-        _cond("Synced", "False", "FetchFailed", message),
+        _cond("Synced", "False", "FetchFailed", message, {"cause": Cause.NO_CLIENT}),
     ]
     found = _why(cr, conditions)
     assert found.blocker is not None and not found.instance_missing

@@ -54,13 +54,13 @@ from workers.engine.decide_after_fetch import (
 )
 from workers.engine.decide_rollout import settle_rollout
 from workers.engine.expiry import rfc3339
-from workers.engine.fetched import FetchOutcome
+from workers.engine.facts import Cause
+from workers.engine.fetched import TLS_VERIFICATION_FAILED, FetchOutcome
 from workers.engine.outcome import Requeue
 from workers.engine.pacing import (
     MAX_PAUSE,
     PROBE_INTERVAL_SECONDS,
     RESUME_WINDOW,
-    pause_scope,
     resume_delay_while_paused,
 )
 from workers.engine.plan import FetchAttempt, Gate, StoreNote
@@ -473,6 +473,7 @@ def test_R16_first_authoritative_404_records_and_confirms_later():
     )
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
     assert "confirming" in outcome.message
+    assert outcome.conditions["Synced"].facts == {"cause": Cause.CONFIRMING}
     assert outcome.lifecycle == "Retained"
     assert outcome.requeue is Requeue.AFTER and outcome.delay == 30.0  # no backoff step
     assert outcome.forced_full_next  # the next fetch withholds the cursor
@@ -648,7 +649,10 @@ def test_R16_429_pauses_the_instance_for_the_org_and_requeues_after_the_waiters(
     outcome = plan.outcome
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
     assert outcome.requeue is Requeue.AFTER and outcome.delay == wait + RESUME_WINDOW
-    assert plan.store == (StoreNote("pause", pause_scope(INSTANCE_UID, ORG), seconds=wait),)
+    # The scope is pinned literally: one org of one instance (a pause_scope that dropped the
+    # org would still equal a scope computed with pause_scope here).
+    assert plan.store == (StoreNote("pause", f"{INSTANCE_UID}/{ORG}", seconds=wait),)
+    assert outcome.conditions["Synced"].facts == {"cause": Cause.RATE_LIMITED}
     assert outcome.status == {} and plan.secret is None
 
 
@@ -666,20 +670,22 @@ def test_S4_1_6_crs_that_met_a_pause_come_back_in_the_order_they_became_due():
 
 
 @pytest.mark.parametrize(
-    ("status", "detail"),
+    ("status", "detail", "cause"),
     [
-        pytest.param(500, "status 500", id="server-error"),
-        pytest.param(401, "status 401", id="unauthorized-retains"),
-        pytest.param(404, "status 404 (not authoritative)", id="other-404"),
-        pytest.param(None, "timeout", id="transport-timeout"),
+        pytest.param(500, "status 500", Cause.SERVER, id="server-error"),
+        pytest.param(401, "status 401", Cause.UNAUTHORIZED, id="unauthorized-retains"),
+        pytest.param(404, "status 404 (not authoritative)", "", id="other-404"),
+        pytest.param(None, "timeout", Cause.SERVER, id="transport-timeout"),
+        pytest.param(None, TLS_VERIFICATION_FAILED, Cause.TLS, id="tls"),
     ],
 )
-def test_R16_other_failures_are_fetch_failed_with_backoff_and_retain(status, detail):
+def test_R16_other_failures_are_fetch_failed_with_backoff_and_retain(status, detail, cause):
     plan = answered(_current_world(), answer(FetchOutcome.FAILED, status, detail=detail))
     outcome = plan.outcome
     assert outcome.reason == "FetchFailed"
     assert _condition(outcome, "Synced") == ("False", "FetchFailed")
     assert detail in outcome.conditions["Synced"].message
+    assert outcome.conditions["Synced"].facts == ({"cause": cause} if cause else {})
     assert outcome.lifecycle == "Retained" and outcome.requeue is Requeue.BACKOFF
     assert _events(outcome) == [("Warning", "FetchFailed")]
     assert outcome.status == {}  # S4.11: cursor unchanged

@@ -60,6 +60,7 @@ from tests.unit.decide_fixtures import (
     with_status,
 )
 from workers.engine.decide import ORPHAN_FINALIZER
+from workers.engine.facts import Cause
 from workers.engine.merge import MERGE_FINALIZER
 from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.outcome import Requeue
@@ -70,8 +71,9 @@ from workers.engine.refusals import forbidden_outcome
 # -- assertion helpers --------------------------------------------------------------------------
 
 
-def assert_failed(plan, *phrases: str) -> None:
-    """S4.11: Synced=False/FetchFailed, Retained, backoff, Warning event, nothing written."""
+def assert_failed(plan, *phrases: str, cause: Cause) -> None:
+    """S4.11: Synced=False/FetchFailed, Retained, backoff, Warning event, nothing written; the
+    condition's cause fact picks the remediation (remediation.py reads no message)."""
     outcome = plan.outcome
     assert outcome.reason == "FetchFailed"
     synced = outcome.conditions["Synced"]
@@ -82,6 +84,7 @@ def assert_failed(plan, *phrases: str) -> None:
     assert plan.secret is None and plan.finalizers is None
     for phrase in phrases:
         assert phrase in synced.message
+    assert synced.facts == {"cause": cause}
 
 
 def assert_refused(plan, type_: str, status: str, reason: str, *, clears_cursor: bool) -> None:
@@ -341,7 +344,7 @@ def test_R2_an_orphan_cr_holding_its_finalizer_goes_on():
 )
 def test_R3_invalid_spec_is_fetch_failed_before_any_read(spec, phrase):
     plan = stopped(only_cr(cr(**spec)))  # nothing else read
-    assert_failed(plan, phrase)
+    assert_failed(plan, phrase, cause=Cause.SPEC_INVALID)
 
 
 def test_R3_merge_on_a_typed_target_is_fetch_failed_once_r2_holds_its_finalizer():
@@ -350,7 +353,11 @@ def test_R3_merge_on_a_typed_target_is_fetch_failed_once_r2_holds_its_finalizer(
         metadata={"finalizers": [MERGE_FINALIZER]},
         target={"name": TARGET, "type": TLS, "creationPolicy": "Merge"},
     )
-    assert_failed(stopped(only_cr(the_cr)), "creationPolicy Merge requires target.type Opaque")
+    assert_failed(
+        stopped(only_cr(the_cr)),
+        "creationPolicy Merge requires target.type Opaque",
+        cause=Cause.SPEC_INVALID,
+    )
 
 
 # -- R4 -----------------------------------------------------------------------------------------
@@ -376,7 +383,7 @@ def test_R4_opaque_needs_no_native_types():
 def test_R5_missing_instance_fails_never_scrubs_and_reads_no_credential():
     obs = replace(only_cr(), instance=None)
     plan = stopped(obs)
-    assert_failed(plan, INSTANCE, "not found")
+    assert_failed(plan, INSTANCE, "not found", cause=Cause.INSTANCE_MISSING)
     assert "cursor" not in plan.outcome.status  # never scrub, cursor unchanged
 
 
@@ -565,7 +572,7 @@ def test_R6_a_designated_listed_service_account_asks_for_the_token_request():
 def test_R6_S2_4_token_request_failure_is_fetch_failed_not_namespace_not_bound():
     obs = replace(observed(sa_cr()), token=None, token_error="serviceaccounts/token is forbidden")
     plan = stopped(obs)
-    assert_failed(plan, "TokenRequest", SA, "forbidden")
+    assert_failed(plan, "TokenRequest", SA, "forbidden", cause=Cause.TOKEN_REQUEST)
     assert "Unreconciled" not in {k for k, v in plan.outcome.conditions.items() if v is not None}
 
 
@@ -803,7 +810,12 @@ def test_R11_applies_to_typed_targets_too():
 def test_R12_missing_root_with_a_stamped_cr_in_reach_fails_naming_the_remedy():
     obs = observed(stamp_root=None, fresh_root=FRESH_ROOT, reach=[stamped_cr()], not_found=UNREAD)
     plan = stopped(obs)
-    assert_failed(plan, "stamp root missing", "HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true")
+    assert_failed(
+        plan,
+        "stamp root missing",
+        "HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true",
+        cause=Cause.STAMP_ROOT,
+    )
 
 
 def test_R12_missing_root_asks_for_the_reach_before_anything_later():
@@ -853,7 +865,7 @@ def test_R12_an_existing_root_is_used_and_not_recreated():
 )
 def test_R12_a_root_of_the_wrong_length_is_refused_never_replaced(root):
     plan = stopped(observed(stamp_root=root_secret(root), not_found=UNREAD))
-    assert_failed(plan, "32")
+    assert_failed(plan, "32", cause=Cause.STAMP_ROOT)
 
 
 # -- R13 (S4.3) ---------------------------------------------------------------------------------
@@ -959,7 +971,7 @@ def test_R13_the_binding_and_key_follow_the_spec():
 def test_R14_an_invalid_server_is_fetch_failed_naming_the_instance():
     obs = observed(server=None, server_error="invalid base URL: scheme must be https")
     plan = stopped(obs, ROLLOUTS)
-    assert_failed(plan, f"HikyoInstance {INSTANCE}", "scheme must be https")
+    assert_failed(plan, f"HikyoInstance {INSTANCE}", "scheme must be https", cause=Cause.NO_CLIENT)
     assert "cursor" not in plan.outcome.status
 
 
@@ -1023,7 +1035,13 @@ def test_S4_15_forbidden_read_without_rbac_is_namespace_not_bound(unread, forbid
 def test_S4_15_forbidden_by_admission_or_quota_is_fetch_failed(unread, forbidden):
     allowed = replace(forbidden, allowed=True)
     plan = stopped(observed(forbidden=allowed, **unread), ROLLOUTS)
-    assert_failed(plan, "forbidden by admission or quota", forbidden.resource, forbidden.verb)
+    assert_failed(
+        plan,
+        "forbidden by admission or quota",
+        forbidden.resource,
+        forbidden.verb,
+        cause=Cause.ADMISSION,
+    )
 
 
 @pytest.mark.parametrize(("unread", "forbidden"), FORBIDDEN_AT)

@@ -28,6 +28,14 @@ def clock() -> FakeClock:
     return FakeClock(1000.0)
 
 
+def test_a_pause_covers_one_org_of_one_instance():
+    """Pinned literally: a scope that dropped the org (or the instance) would pause every org
+    of the instance, and a test computing its expectation with pause_scope could not tell."""
+    assert SCOPE == "instance-uid/acme"
+    assert pause_scope(UID, OTHER_ORG) == "instance-uid/globex"
+    assert pause_scope("other-uid", ORG) == "other-uid/acme"
+
+
 @pytest.fixture
 def store(clock: FakeClock) -> MemoryQueue:
     return MemoryQueue(clock=clock)

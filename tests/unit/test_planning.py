@@ -243,6 +243,35 @@ def test_unchanged_outcome_is_not_a_status_change():
     assert not status_differs(with_fetch, second)
 
 
+def test_a_condition_stored_without_its_facts_is_written_once_more_with_them():
+    """The facts are part of the condition S4.17 compares: a condition an older operator
+    stored without them is rewritten once (the remediation needs them); then no more."""
+    missing = Condition("Delivery", "False", "KeysMissing", "m", {"keys": "A, B"})
+    outcome = Outcome(
+        "Delivered",
+        Requeue.RESYNC,
+        lifecycle="Synced",
+        conditions={
+            "Synced": Condition("Synced", "True", "Delivered", "d"),
+            "Delivery": missing,
+        },
+    )
+    with_facts = desired_status({}, outcome, generation=1, now="t1", operator_namespace="op")
+    older = {
+        **with_facts,
+        "conditions": [
+            {k: v for k, v in c.items() if k != "facts"} for c in with_facts["conditions"]
+        ],
+    }
+    again = desired_status(older, outcome, generation=1, now="t2", operator_namespace="op")
+    assert status_differs(older, again)
+    delivery = next(c for c in again["conditions"] if c["type"] == "Delivery")
+    assert delivery["facts"] == {"keys": "A, B"}
+    assert not status_differs(
+        again, desired_status(again, outcome, generation=1, now="t3", operator_namespace="op")
+    )
+
+
 # --- S4.3 -------------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from controlplane.observations.models import (
     TrackedObject,
 )
 from controlplane.observations.recording import BackgroundRecorder, record_run, record_runs
+from workers.engine.conditions import Condition, as_dict
 from workers.engine.outcome import Outcome, Requeue
 from workers.engine.ports import Event
 from workers.engine.reconcile import RunResult
@@ -219,8 +220,8 @@ def test_emitted_events_become_rows_as_given():
 @pytest.mark.django_db
 def test_no_value_cursor_or_stamp_reaches_any_row():
     """S0.4: the outcome's status fields (cursor, binding, stamps) and any condition field
-    beyond type/status/reason/message/observedGeneration/lastTransitionTime stay out of the
-    database; only what the rows are for is stored."""
+    beyond type/status/reason/message/facts/observedGeneration/lastTransitionTime stay out of
+    the database; only what the rows are for is stored."""
     leaky = [
         _condition("Ready", "True", "Reconciled", cursor=CANARY, data={"password": CANARY}),
         _condition("Synced", "True", "Delivered", "delivered", lastStamp=CANARY),
@@ -249,9 +250,25 @@ def test_no_value_cursor_or_stamp_reaches_any_row():
         "status",
         "reason",
         "message",
+        "facts",
         "observedGeneration",
         "lastTransitionTime",
     }
+
+
+@pytest.mark.django_db
+def test_a_run_s_record_keeps_the_facts_of_the_condition_its_reason_set():
+    missing = Condition(
+        "Delivery", "False", "KeysMissing", "keys missing: db-password", {"keys": "db-password"}
+    )
+    result = _result(
+        reason="KeysMissing",
+        conditions={"Delivery": missing},
+        after=[*SYNCED_READY, as_dict(missing)],
+        status_written=True,
+    )
+    record_run(result, T0, 0.1)
+    assert ReconcileRun.objects.get(uid=UID).facts == {"keys": "db-password"}
 
 
 @pytest.mark.django_db

@@ -1,8 +1,8 @@
 """Remediation texts (issue 9): one per S5.1 reason, quoting the user's exact action.
 
 The reasons come from the spec's S5.1 table (and S11.5's additions) itself, so a reason added
-there without a text fails here. The messages the context is read from are made by the engine's
-own functions.
+there without a text fails here. The facts the context is read from are made by the engine's
+own functions (``Condition.facts``); no text is read back out of a message.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from workers.engine.conditions import REASONS
 from workers.engine.content import assemble
 from workers.engine.credentials import designation_problem
 from workers.engine.decide import not_owned
-from workers.engine.fetched import DeliveredKey
+from workers.engine.facts import Cause, fetch_failure_cause
+from workers.engine.fetched import TLS_VERIFICATION_FAILED, DeliveredKey
 from workers.engine.remediation import (
     GENERIC,
     OUTCOME_TEXTS,
     TEXTS,
+    UNKNOWN,
     known,
-    message_context,
     remediation,
     spec_context,
 )
@@ -61,6 +62,20 @@ def test_every_s5_1_reason_has_its_own_text(reason):
 def test_missing_names_show_as_placeholders(reason):
     text = remediation(reason, {})
     assert "{" not in text and "}" not in text.replace("}}", "")
+
+
+def test_a_missing_spec_name_shows_as_its_placeholder_never_as_nothing():
+    text = remediation("MergeTargetMissing", {"target": "payments-env"})
+    assert "does not exist in namespace <namespace>" in text
+    assert "HikyoSecret <name>'s keys" in text
+
+
+def test_a_fact_an_older_operator_did_not_store_is_named_as_unknown_in_plain_words():
+    # A condition without facts (stored before facts existed): the text says where to look.
+    text = remediation("KeysMissing", CONTEXT)
+    assert text.startswith(f"Mapped keys {UNKNOWN['keys']} are missing")
+    assert "<keys>" not in text
+    assert "(the instance the message names)" in remediation("InstanceMismatch", CONTEXT)
 
 
 def test_unknown_reason_points_to_kubectl_describe():
@@ -114,7 +129,8 @@ def test_instance_mismatch_says_relabel_or_point_instance_ref():
         "SecretNotDesignated",
     )
     assert condition is not None and condition.reason == "InstanceMismatch"
-    context = CONTEXT | message_context(condition.reason, condition.message)
+    assert condition.facts == {"labelled_instance": "staging"}
+    context = CONTEXT | condition.facts
     text = remediation("InstanceMismatch", context)
     assert "--overwrite hikyo.dev/instance=primary" in text
     assert "point spec.instanceRef.name at staging" in text
@@ -154,9 +170,7 @@ def test_namespace_not_bound_names_the_helm_value():
 
 
 def test_target_claimed_says_choose_another_target_name():
-    message = "HikyoSecret first already manages Secret payments-env; choose another target.name"
-    context = CONTEXT | message_context("TargetClaimed", message)
-    text = remediation("TargetClaimed", context)
+    text = remediation("TargetClaimed", CONTEXT | {"winner": "first"})
     assert "HikyoSecret first" in text
     assert "choose another spec.target.name" in text
 
@@ -175,50 +189,73 @@ def test_native_types_disabled_names_the_helm_value():
 
 
 def test_target_type_immutable_names_both_types():
-    message = "Secret payments-env has type Opaque, not kubernetes.io/tls; a Secret's type..."
-    context = CONTEXT | message_context("TargetTypeImmutable", message)
-    text = remediation("TargetTypeImmutable", context)
+    text = remediation("TargetTypeImmutable", CONTEXT | {"existing_type": "Opaque"})
     assert "type Opaque" in text and "asks for kubernetes.io/tls" in text
 
 
 # -- FetchFailed and KeysMissing by cause -------------------------------------------------------
 
 
+FETCH_FAILED_PHRASES = {
+    Cause.SPEC_INVALID: "spec.resyncInterval",
+    Cause.INSTANCE_MISSING: "HikyoInstance primary does not exist",
+    Cause.TOKEN_REQUEST: "designatedServiceAccounts",
+    Cause.STAMP_ROOT: "ALLOW_STAMP_ROOT_RESET",
+    Cause.NO_CLIENT: "spec.url or caBundle",
+    Cause.ADMISSION: "ResourceQuota",
+    Cause.CONFIRMING: "confirms it",
+    Cause.SERVER: "could not be reached",
+    Cause.UNAUTHORIZED: "hikyo sa credential mint",
+    Cause.TLS: "caBundle",
+    Cause.RATE_LIMITED: "answered 429 for org",
+}
+
+
+@pytest.mark.parametrize("cause", sorted(FETCH_FAILED_PHRASES))
+def test_fetch_failed_text_follows_the_cause(cause):
+    text = remediation("FetchFailed", CONTEXT | {"cause": cause})
+    assert FETCH_FAILED_PHRASES[cause] in text
+    assert "Read the message" not in text  # not the general text
+
+
+def test_fetch_failed_without_a_cause_of_its_own_gets_the_general_text():
+    assert "Read the message" in remediation("FetchFailed", CONTEXT)
+
+
 @pytest.mark.parametrize(
-    ("message", "phrase"),
+    ("status", "detail", "cause"),
     [
-        ("invalid resyncInterval: below 10s", "spec.resyncInterval"),
-        ("HikyoInstance primary not found", "HikyoInstance primary does not exist"),
-        ("TokenRequest for ServiceAccount x failed: HTTP 403", "designatedServiceAccounts"),
-        ("stamp root missing: restore Secret hikyo-system/...", "ALLOW_STAMP_ROOT_RESET"),
-        ("forbidden by admission or quota: secrets create", "ResourceQuota"),
-        ("not found; confirming before acting (S4.10.0)", "confirms it"),
-        ("fetch failed: status 503", "hikyo.dev/force-sync="),
-        ("fetch failed: connection failed", "could not be reached"),
-        ("fetch failed: status 401 (credential rejected)", "hikyo sa credential mint"),
-        ("fetch failed: TLS verification failed", "caBundle"),
-        ("rate limited by the Hikyo server (status 429)", "answered 429"),
-        ("fetch failed: status 400", "Read the message"),
+        (401, "status 401 (credential rejected)", Cause.UNAUTHORIZED),
+        (503, "status 503", Cause.SERVER),
+        (500, "status 500", Cause.SERVER),
+        (None, "connection failed", Cause.SERVER),
+        (None, "timeout", Cause.SERVER),
+        (None, TLS_VERIFICATION_FAILED, Cause.TLS),
+        (403, "status 403", ""),
+        (400, "status 400", ""),
     ],
 )
-def test_fetch_failed_text_follows_the_cause(message, phrase):
-    text = remediation("FetchFailed", CONTEXT | message_context("FetchFailed", message))
-    assert phrase in text
-
-
-def test_fetch_failed_by_step_for_an_invalid_client():
-    text = remediation("FetchFailed", CONTEXT | {"step": "R14"})
-    assert "spec.url or caBundle" in text
+def test_a_failed_fetch_s_cause_is_what_came_back(status, detail, cause):
+    assert fetch_failure_cause(status, detail) == cause
 
 
 def test_keys_missing_before_the_fetch_names_the_required_destinations():
-    message = "a kubernetes.io/tls Secret needs tls.key in the mapping"
-    context = CONTEXT | message_context("KeysMissing", message)
-    assert context["step"] == "R10" and context["keys"] == "tls.key"
-    assert "needs destinations tls.key in spec.mapping" in remediation("KeysMissing", context)
+    from workers.engine.decide import _mapping_problem
+
+    cr = make_hikyosecret(
+        "app", namespace="payments", mapping=[{"key": "CERT", "secretKey": "tls.crt"}]
+    )
+    cr["spec"]["target"]["type"] = "kubernetes.io/tls"
+    cr["metadata"]["uid"] = "u"
+    refused = _mapping_problem(parse_spec(cr))
+    assert refused is not None
+    condition = refused.conditions["Delivery"]
+    assert condition.facts == {"keys": "tls.key", "cause": Cause.UNMAPPED}
+    text = remediation("KeysMissing", CONTEXT | condition.facts)
+    assert "needs destinations tls.key in spec.mapping" in text
 
 
-def test_undelivered_keys_are_read_from_the_engine_message():
+def test_undelivered_keys_are_the_refusal_s_facts():
     cr = make_hikyosecret("app", namespace="ns")
     cr["metadata"]["uid"] = "u"
     refusal = assemble(
@@ -229,7 +266,7 @@ def test_undelivered_keys_are_read_from_the_engine_message():
         ],
     )
     assert refusal.reason == "UndeliveredSecrets"
-    assert message_context(refusal.reason, refusal.message)["keys"] == "DATABASE_URL"
+    assert refusal.facts == {"keys": "DATABASE_URL"}
 
 
 def test_spec_context_holds_names_only():
@@ -254,23 +291,24 @@ def test_spec_context_holds_names_only():
     }
 
 
-def test_key_owned_elsewhere_names_the_keys_the_engine_message_names():
+def test_key_owned_elsewhere_names_the_keys_of_its_facts():
     from workers.engine.merge import keys_owned_elsewhere_refusal
 
     refused = keys_owned_elsewhere_refusal("payments-env", ("log-level", "tls.crt"))
-    context = CONTEXT | message_context(refused.reason, refused.message)
-    assert context["keys"] == "log-level, tls.crt"
+    condition = refused.conditions["Conflict"]
+    assert condition is not None and condition.facts == {"keys": "log-level, tls.crt"}
+    context = CONTEXT | condition.facts
     text = remediation(refused.reason, context)
     assert "log-level, tls.crt" in text and "--show-managed-fields" in text
 
 
-def test_invalid_template_names_the_key_and_the_kind_the_engine_message_names():
+def test_invalid_template_names_the_key_and_the_kind_of_its_facts():
     from workers.engine.templates import parse_templates
 
     fault = parse_templates({"url": "{{ DB_HOST | nosuchfilter }}"}, frozenset({"DB_HOST"}))
     assert fault is not None
-    context = CONTEXT | message_context("InvalidTemplate", fault.message)
-    assert context["key"] == "url" and context["kind"] == "an unknown filter on line 1"
+    assert fault.facts == {"key": "url", "kind": "an unknown filter on line 1"}
+    context = CONTEXT | fault.facts
     assert "spec.target.template.data[url]" in remediation("InvalidTemplate", context)
 
 
@@ -279,6 +317,6 @@ def test_a_dotenv_name_refusal_gets_the_dotenv_text():
 
     refused = dotenv_names_refused(["log-level", "OK_NAME"])
     assert refused is not None
-    context = CONTEXT | message_context(refused.reason, refused.message)
-    assert context["keys"] == "log-level"
+    assert refused.facts == {"keys": "log-level", "cause": Cause.DOTENV}
+    context = CONTEXT | refused.facts
     assert "environment-variable names" in remediation(refused.reason, context)

@@ -6,7 +6,7 @@ An unlisted (type, status, reason) is a bug: ``Condition`` refuses it at constru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 READY = "Ready"
@@ -105,23 +105,39 @@ LIFECYCLES = ("Synced", "Retained", "Scrubbed", "Refused", "Unreconciled")
 
 @dataclass(frozen=True)
 class Condition:
+    """One S5.1 condition. ``facts`` are the names its remediation needs (keys, step, cause,
+    the instance a credential is labelled for...), as data beside the message so nothing has
+    to read them back out of it; names only, never a value (S5.6)."""
+
     type: str
     status: str
     reason: str
     message: str
+    facts: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS.get(self.type, {}).get(self.status, {}):
             raise ValueError(f"{self.type}={self.status}/{self.reason} is not in S5.1")
 
 
-def as_dict(condition: Condition) -> dict[str, str]:
-    return {
+def as_dict(condition: Condition) -> dict[str, Any]:
+    stored: dict[str, Any] = {
         "type": condition.type,
         "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
     }
+    if condition.facts:
+        stored["facts"] = dict(sorted(condition.facts.items()))
+    return stored
+
+
+def stored_facts(condition: Mapping[str, Any] | None) -> dict[str, str]:
+    """The facts a stored condition carries (none when an older operator wrote it)."""
+    facts = (condition or {}).get("facts")
+    if not isinstance(facts, Mapping):
+        return {}
+    return {str(k): v for k, v in facts.items() if isinstance(v, str) and v}
 
 
 def ready_condition(

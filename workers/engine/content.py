@@ -6,11 +6,11 @@ refusal that stops the delivery. Refusal messages name keys (S5.6), never values
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .fetched import DeliveredKey
-from .loader_control import unacknowledged_delivered
+from .loader_control import acknowledgement_facts, unacknowledged_delivered
 from .messages import key_list
 from .native_types import OPAQUE, invalid_content, required_destinations
 from .spec import SecretSpec, is_secret_data_key
@@ -39,6 +39,7 @@ class ContentRefusal:
     reason: str
     message: str
     withdraw_typed: bool = False
+    facts: Mapping[str, str] = field(default_factory=dict, hash=False)  # Condition.facts
 
 
 def assemble(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content | ContentRefusal:
@@ -78,6 +79,7 @@ def _undelivered(names: Sequence[str], spec: SecretSpec) -> ContentRefusal:
         f"the server delivered only the presence of secret keys {key_list(names)}: nothing "
         "was written. Enable the project's machine-reveal opt-in and grant this credential "
         "reveal, or set projection: config-only to deliver config keys only",
+        facts={"keys": key_list(names)},
     )
 
 
@@ -131,6 +133,7 @@ def _assemble_mapping(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Content
             f"the server no longer delivers {key_list(sources)}, required for "
             f"{key_list(withdrawn)} of a {spec.target_type} Secret: the Secret was removed",
             withdraw_typed=True,
+            facts={"keys": key_list(sources)},
         )
     return Content(data, tuple(missing), tuple(env_skip))
 
@@ -153,6 +156,10 @@ def _assemble_all_keys(spec: SecretSpec, keys: Sequence[DeliveredKey]) -> Conten
             LOADER_CONTROL_UNACKNOWLEDGED,
             f"the server delivered loader-control keys {key_list(unacknowledged)} that "
             "acknowledgedLoaderKeys does not list: the whole replacement was refused",
+            facts={
+                "keys": key_list(unacknowledged),
+                **acknowledgement_facts([*spec.acknowledged, *unacknowledged]),
+            },
         )
     data = {key.name: key.value.encode("utf-8") for key in carried if key.value is not None}
     return Content(data)

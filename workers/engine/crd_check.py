@@ -35,6 +35,9 @@ REQUIRED_SECRET_FIELDS = (
     ("status", "lastForcedSync"),
 )
 ACKNOWLEDGEMENT_PATH = ("spec", "acknowledgedLoaderKeys")
+# status.conditions[].facts: a served schema without it prunes the facts, and every run would
+# then write the status again to put them back (S4.17 compares them).
+CONDITIONS_PATH = ("status", "conditions")
 
 _STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 
@@ -99,6 +102,9 @@ def crd_problems(name: str, crd: Mapping[str, Any] | None, version: str) -> list
         for path in REQUIRED_SECRET_FIELDS
         if _node(schema, path) is None
     ]
+    conditions = _node(schema, CONDITIONS_PATH) or {}
+    if "facts" not in ((conditions.get("items") or {}).get("properties") or {}):
+        problems.append(f"served CRD {name} ({version}) lacks {_dotted(CONDITIONS_PATH)}[].facts")
     acknowledgement = _node(schema, ACKNOWLEDGEMENT_PATH)
     if acknowledgement is None:
         problems.append(f"served CRD {name} ({version}) lacks {_dotted(ACKNOWLEDGEMENT_PATH)}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from .binding import CredentialIdentity
 from .conditions import DESIGNATION, Condition
+from .facts import Cause
 from .outcome import Outcome, failure, refusal
 from .ports import SecretObject
 from .settings import OperatorSettings
@@ -53,6 +54,7 @@ def designation_problem(
             "InstanceMismatch",
             f"{kind} {name} is designated for instance {labelled}, not {instance}: relabel it "
             f"{INSTANCE_LABEL}={instance} or point instanceRef at {labelled}",
+            {"labelled_instance": labelled},
         )
     return None
 
@@ -152,7 +154,10 @@ def from_token(
     included) is S2.4."""
     if token is None:
         name = spec.credential_service_account
-        return failure(f"TokenRequest for ServiceAccount {name} failed: {token_error}")
+        return failure(
+            f"TokenRequest for ServiceAccount {name} failed: {token_error}",
+            cause=Cause.TOKEN_REQUEST,
+        )
     meta = account.get("metadata") or {}
     return Credential(
         token, CredentialIdentity(meta.get("uid", ""), meta.get("resourceVersion", ""))

@@ -16,6 +16,7 @@ from .conditions import CONFLICT, DELIVERY, DESIGNATION, UNRECONCILED, Condition
 from .content import destinations
 from .credentials import Credential, account_refusal, from_secret, from_token
 from .durations import DEFAULT_RESYNC_SECONDS
+from .facts import Cause
 from .force_sync import requested_value
 from .foreign_owner import judge_owner
 from .loader_control import is_protected, precheck
@@ -85,7 +86,7 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     try:
         spec = parse_spec(cr)
     except SpecInvalid as error:  # S1.3.9, S4.16
-        return steps.stop(failure(str(error)))
+        return steps.stop(failure(str(error), cause=Cause.SPEC_INVALID))
     steps.step = "R4"
     if spec.target_type != OPAQUE and not settings.native_secret_types:  # S4.7.6
         return steps.stop(native_types_disabled(spec))
@@ -94,7 +95,9 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     if instance is UNREAD:
         return steps.need(Read.INSTANCE)
     if instance is None:
-        return steps.stop(failure(f"HikyoInstance {spec.instance_name} not found"))
+        return steps.stop(
+            failure(f"HikyoInstance {spec.instance_name} not found", cause=Cause.INSTANCE_MISSING)
+        )
     steps.step = "R6"
     credential = _credential(steps, spec, instance, settings)
     if not isinstance(credential, Credential):
@@ -123,7 +126,8 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
     if shaping is not None:
         return steps.stop(
             refusal(
-                Condition(DELIVERY, "False", shaping.reason, shaping.message), clear_cursor=True
+                Condition(DELIVERY, "False", shaping.reason, shaping.message, shaping.facts),
+                clear_cursor=True,
             )
         )
     steps.step = "R12"
@@ -151,7 +155,10 @@ def decide_before_fetch(observed: Observed, settings: OperatorSettings, now: Now
         pending = None
     if observed.server is None:
         return steps.stop(
-            failure(f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}"),
+            failure(
+                f"HikyoInstance {instance['metadata']['name']}: {observed.server_error}",
+                cause=Cause.NO_CLIENT,
+            ),
             store=tuple(store),  # a binding change discards a pending 404 here too
         )
     cursor = cursor_to_present(
@@ -333,6 +340,7 @@ def _target_claim(steps: _Steps, spec: SecretSpec) -> Decision | None:
                 "TargetClaimed",
                 f"HikyoSecret {winner['metadata']['name']} already manages Secret "
                 f"{spec.target_name}; choose another target.name",
+                {"winner": winner["metadata"]["name"]},
             )
         )
     )
@@ -358,6 +366,7 @@ def _ownership(steps: _Steps, spec: SecretSpec, target: SecretObject | None) -> 
                     "TargetTypeImmutable",
                     f"Secret {spec.target_name} has type {target.type}, not {spec.target_type}; "
                     "a Secret's type cannot change: use a new HikyoSecret and target name",
+                    {"existing_type": target.type},
                 )
             )
         )
@@ -375,6 +384,7 @@ def _mapping_problem(spec: SecretSpec) -> Outcome | None:
                     "False",
                     "KeysMissing",
                     f"a {spec.target_type} Secret needs {key_list(lacking)} in the mapping",
+                    {"keys": key_list(lacking), "cause": Cause.UNMAPPED},
                 ),
                 clear_cursor=True,
             )
@@ -403,7 +413,8 @@ def _stamp_root(steps: _Steps, settings: OperatorSettings) -> bytes | Decision:
                     failure(
                         f"stamp root missing: restore Secret {namespace}/{STAMP_ROOT_SECRET}, "
                         "or set HIKYO_OPERATOR_ALLOW_STAMP_ROOT_RESET=true to accept one restart "
-                        "of every opted-in workload"
+                        "of every opted-in workload",
+                        cause=Cause.STAMP_ROOT,
                     )
                 )
         return observed.fresh_root
@@ -412,7 +423,8 @@ def _stamp_root(steps: _Steps, settings: OperatorSettings) -> bytes | Decision:
         return steps.stop(
             failure(
                 f"stamp root Secret {namespace}/{STAMP_ROOT_SECRET} holds {len(root)} bytes, not "
-                f"{STAMP_ROOT_BYTES}; it is never replaced automatically"
+                f"{STAMP_ROOT_BYTES}; it is never replaced automatically",
+                cause=Cause.STAMP_ROOT,
             )
         )
     return root

@@ -17,6 +17,7 @@ from .content import Content, ContentRefusal
 from .decide import decide_before_fetch
 from .decide_rollout import plan_rollout
 from .errors import EngineError
+from .facts import Cause, fetch_failure_cause
 from .fetched import Delivery, FetchOutcome
 from .merge import MERGE, foreign_keys, keys_owned_elsewhere_refusal, merged
 from .messages import key_list
@@ -122,6 +123,7 @@ def _answer(
         plan = Plan(
             outcome=failure(
                 "rate limited by the Hikyo server (status 429)",
+                cause=Cause.RATE_LIMITED,
                 requeue=Requeue.AFTER,
                 delay=resume_delay_after_429(result.retry_after),
             ),
@@ -132,7 +134,8 @@ def _answer(
             ),
         )
     else:
-        plan = Plan(outcome=failure(f"fetch failed: {result.detail}"))  # S4.11
+        cause = fetch_failure_cause(result.status, result.detail)
+        plan = Plan(outcome=failure(f"fetch failed: {result.detail}", cause=cause))  # S4.11
     return replace(plan, outcome=replace(plan.outcome, fetched=True))
 
 
@@ -201,7 +204,7 @@ def _full_delivery(
 ) -> Plan:
     content = deliver(fetch.spec, delivery.keys)  # S4.4/S4.5, then S11's template or format
     if isinstance(content, ContentRefusal):
-        condition = Condition(DELIVERY, "False", content.reason, content.message)
+        condition = Condition(DELIVERY, "False", content.reason, content.message, content.facts)
         if content.withdraw_typed:  # S4.10.2 via a valid 200
             return _withdraw(observed, fetch, settings, now, condition)
         # S5.4: a Delivery refusal clears the cursor and leaves Synced as it was.
@@ -257,6 +260,7 @@ def _write(
             "KeysMissing",
             f"the server did not deliver mapped keys {key_list(content.missing)}; their "
             "destinations are absent from the Secret",
+            {"keys": key_list(content.missing)},
         )
     elif content.env_skip:
         delivery_condition = Condition(
@@ -265,6 +269,7 @@ def _write(
             "EnvFromSkip",
             f"destinations {key_list(content.env_skip)} may be skipped by envFrom without "
             "relaxed environment variable validation",
+            {"keys": key_list(content.env_skip)},
         )
     if delivery_condition is not None:
         events.append(Event("Warning", delivery_condition.reason, delivery_condition.message))
@@ -353,7 +358,10 @@ def _discard_pending_404(observed: Observed, fetch: FetchPlan) -> list[StoreNote
 
 def _confirming(delay: float) -> Outcome:
     outcome = failure(
-        "not found; confirming before acting (S4.10.0)", requeue=Requeue.AFTER, delay=delay
+        "not found; confirming before acting (S4.10.0)",
+        cause=Cause.CONFIRMING,
+        requeue=Requeue.AFTER,
+        delay=delay,
     )
     return replace(outcome, forced_full_next=True)
 

@@ -18,17 +18,10 @@ from typing import Any
 
 from .conditions import READY, Condition, first_blocker, merge_conditions
 from .decide_after_fetch import now_text
-from .loader_control import unacknowledged_delivered
 from .observed import Observed
 from .outcome import Outcome
 from .plan import FetchAttempt, FetchPlan, Now, Plan, Stop
-from .ports import SecretObject
-from .remediation import (
-    acknowledgement_context,
-    message_context,
-    remediation,
-    spec_context,
-)
+from .remediation import condition_context, remediation, spec_context
 from .rendering import template_variables
 from .spec import SpecInvalid, parse_spec
 from .step_details import StepDetails
@@ -130,14 +123,14 @@ def _outcome_lines(
         lines.append(f"  Ready would be: {ready['status']}/{ready['reason']} ({ready['message']})")
     lines.append(f"  a reconcile would write: {_writes(plan, observed)}")
     lines.append("  (explain wrote nothing)")
-    context = remediation_context(observed, main, step, attempt)
+    context = remediation_context(observed, main)
     lines.append(f"remediation: {remediation(main.reason if main else outcome.reason, context)}")
     for other in others:
         if other.reason in FINE:
             continue
         lines.append(
             f"  for {other.type}/{other.reason}: "
-            f"{remediation(other.reason, remediation_context(observed, other, step, attempt))}"
+            f"{remediation(other.reason, remediation_context(observed, other))}"
         )
     return lines
 
@@ -223,32 +216,12 @@ def _writes(plan: Plan, observed: Observed) -> str:
     return "; ".join(writes) if writes else "nothing"
 
 
-def remediation_context(
-    observed: Observed,
-    condition: Condition | None,
-    step: str,
-    attempt: FetchAttempt | None = None,
-) -> dict[str, str]:
-    """Names for the remediation text: from the spec, the objects read (names and labels
-    only), and the condition's message."""
+def remediation_context(observed: Observed, condition: Condition | None) -> dict[str, str]:
+    """Names for the remediation text: the spec's, then the condition's facts (the same two
+    the dashboard fills a stored condition's text with, so both say the same)."""
     context = spec_context(observed.cr)
-    context["step"] = step
-    credential = _credential_labels(observed)
-    labelled = credential.get("hikyo.dev/instance")
-    if labelled:
-        context["labelled_instance"] = labelled
-    if isinstance(observed.target, SecretObject):
-        context["existing_type"] = observed.target.type
-    if observed.forbidden is not None:
-        context |= {"verb": observed.forbidden.verb, "resource": observed.forbidden.resource}
     if condition is not None:
-        context |= message_context(condition.reason, condition.message)
-        if condition.reason == "LoaderControlUnacknowledged" and step == "R16":
-            delivered = _delivered_names(attempt)
-            if delivered is not None:  # S4.6.3: what is acknowledged now, plus what came
-                acknowledged = _acknowledged(observed)
-                missing = unacknowledged_delivered(delivered, acknowledged)
-                context |= acknowledgement_context([*acknowledged, *missing])
+        context |= condition.facts
     return context
 
 
@@ -257,20 +230,6 @@ def _delivered_names(attempt: FetchAttempt | None) -> list[str] | None:
     if attempt is None or attempt.result is None or attempt.result.delivery is None:
         return None
     return [key.name for key in attempt.result.delivery.keys if key.carried]
-
-
-def _acknowledged(observed: Observed) -> list[str]:
-    spec = ((observed.cr or {}).get("spec")) or {}
-    return [str(n) for n in spec.get("acknowledgedLoaderKeys") or []]
-
-
-def _credential_labels(observed: Observed) -> Mapping[str, str]:
-    if isinstance(observed.credential_secret, SecretObject):
-        return observed.credential_secret.labels
-    account = observed.service_account
-    if isinstance(account, dict):
-        return (account.get("metadata") or {}).get("labels") or {}
-    return {}
 
 
 @dataclass(frozen=True)
@@ -318,8 +277,9 @@ def status_remediation(cr: Mapping[str, Any], blocker: Blocker | None) -> str:
     context = spec_context(cr)
     if blocker is None:
         return remediation("Reconciled", context)
-    context |= message_context(blocker.reason, blocker.message)
-    return remediation(blocker.reason or blocker.name, context)
+    return remediation(
+        blocker.reason or blocker.name, condition_context(context, blocker.condition)
+    )
 
 
 def step_ids() -> Sequence[str]:

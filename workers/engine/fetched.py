@@ -9,6 +9,9 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+# The detail of a fetch whose server certificate did not verify (the transport sets it).
+TLS_VERIFICATION_FAILED = "TLS verification failed"
+
 
 @dataclass(frozen=True)
 class DeliveredKey:

@@ -56,6 +56,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from .content import INVALID_SECRET_DATA, ContentRefusal
+from .facts import Cause
 from .messages import key_list
 
 INVALID_TEMPLATE = "InvalidTemplate"  # S11.5: a dotenv key that is no variable name
@@ -93,6 +94,7 @@ def dotenv_names_refused(names: list[str]) -> ContentRefusal | None:
         INVALID_TEMPLATE,
         f"keys {key_list(bad)} are no environment-variable names ([A-Za-z_][A-Za-z0-9_]*), "
         "which a dotenv file needs: rename them with spec.mapping",
+        facts={"keys": key_list(bad), "cause": Cause.DOTENV},
     )
 
 

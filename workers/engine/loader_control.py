@@ -6,6 +6,7 @@ This module is the one list: the CRD's S1.3.7 admission rule must name exactly t
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -91,3 +92,14 @@ def unacknowledged_delivered(delivered: Iterable[str], acknowledged: Iterable[st
     """S4.6.3, all-keys mode: protected names delivered without acknowledgement."""
     allowed = set(acknowledged)
     return sorted(n for n in delivered if is_protected(n) and n not in allowed)
+
+
+def acknowledgement_facts(names: Iterable[str]) -> dict[str, str]:
+    """The exact ``acknowledgedLoaderKeys`` list S4.6 wants, as JSON and as a merge patch."""
+    ordered = sorted(set(names))
+    return {
+        "acknowledged": json.dumps(ordered),
+        "acknowledged_patch": json.dumps(
+            {"spec": {"acknowledgedLoaderKeys": ordered}}, separators=(",", ":")
+        ),
+    }

@@ -85,6 +85,7 @@ def keys_owned_elsewhere_refusal(target_name: str, keys: tuple[str, ...]) -> Out
             f"Secret {target_name} already has keys {key_list(keys)} that another field manager "
             "owns; nothing was written: deliver them under other names (mapping secretKey), or "
             "remove them from the Secret's other manager",
+            {"keys": key_list(keys)},
         ),
         clear_cursor=True,
     )

@@ -71,18 +71,21 @@ class Outcome:
 def failure(
     message: str,
     *,
+    cause: str = "",
     requeue: Requeue = Requeue.BACKOFF,
     delay: float | None = None,
     clear_cursor: bool = False,
 ) -> Outcome:
-    """S4.11: Synced=False/FetchFailed, Retained, Warning event; nothing else is touched."""
+    """S4.11: Synced=False/FetchFailed, Retained, Warning event; nothing else is touched.
+    ``cause`` (a ``Cause``) says which of FetchFailed's causes this is, for the remediation."""
+    facts = {"cause": cause} if cause else {}
     outcome = Outcome(
         reason="FetchFailed",
         message=message,
         requeue=requeue,
         delay=delay,
         lifecycle="Retained",
-        conditions={SYNCED: Condition(SYNCED, "False", "FetchFailed", message)},
+        conditions={SYNCED: Condition(SYNCED, "False", "FetchFailed", message, facts)},
         events=[Event("Warning", "FetchFailed", message)],
     )
     return outcome.clearing_cursor() if clear_cursor else outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .conditions import CONFLICT, UNRECONCILED, Condition
+from .facts import Cause
 from .observed import ForbiddenRead
 from .outcome import Event, Outcome, Requeue, failure, refusal, stop_quietly
 
@@ -40,6 +41,7 @@ def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:
     if forbidden.allowed:
         return failure(
             f"forbidden by admission or quota: {forbidden.resource} {forbidden.verb}",
+            cause=Cause.ADMISSION,
             clear_cursor=True,
         )
     message = (
@@ -51,6 +53,14 @@ def forbidden_outcome(forbidden: ForbiddenRead, namespace: str) -> Outcome:
         message=message,
         requeue=Requeue.BACKOFF,
         lifecycle="Unreconciled",
-        conditions={UNRECONCILED: Condition(UNRECONCILED, "True", "NamespaceNotBound", message)},
+        conditions={
+            UNRECONCILED: Condition(
+                UNRECONCILED,
+                "True",
+                "NamespaceNotBound",
+                message,
+                {"verb": forbidden.verb, "resource": forbidden.resource},
+            )
+        },
         events=[Event("Warning", "NamespaceNotBound", message)],
     ).clearing_cursor()

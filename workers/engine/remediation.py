@@ -1,9 +1,11 @@
 """What to do about each S5.1 reason: one short text per reason, quoting the user's action.
 
 Pure and value-free. ``remediation(reason, context)`` fills in names from ``context``: names
-from the CR spec and from condition messages only (namespace, name, instance, target, keys,
-...), never a value, token, cursor or stamp (S0.4, S5.6). A name the context lacks shows as
-``<name>``. ``explain`` prints these texts; the dashboard and ``status -o json`` show them too.
+from the CR spec and from the condition's facts (``Condition.facts``: keys, cause, the instance
+a credential is labelled for...), never read back out of a message and never a value, token,
+cursor or stamp (S0.4, S5.6). A fact the context lacks says so (``UNKNOWN``); any other name
+shows as ``<name>``. ``explain`` prints these texts; the dashboard and ``status -o json`` show
+them too, from the same facts stored with the condition.
 
 The user actions quoted are the product document's (seed 000): the designation labels, the
 five-step journey's machine-reveal opt-in and reveal grant, the Helm values of the chart (S9).
@@ -11,12 +13,11 @@ five-step journey's machine-reveal opt-in and reveal grant, the Helm values of t
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from .loader_control import is_protected
+from .conditions import stored_facts
+from .loader_control import acknowledgement_facts, is_protected
 from .spec import KEY_NAME
 
 # -- the texts, keyed by S5.1 reason ------------------------------------------------------------
@@ -191,9 +192,9 @@ TEXTS: dict[str, str] = {
     ),
 }
 
-# FetchFailed and KeysMissing name several causes; the S4.2 step that decided (``step`` in the
-# context) or a ``cause`` picks the text for that cause.
-_BY_STEP: dict[tuple[str, str], str] = {
+# FetchFailed, KeysMissing and InvalidTemplate have several causes; the condition's ``cause``
+# fact picks the text for its own.
+_BY_CAUSE: dict[tuple[str, str], str] = {
     ("InvalidTemplate", "dotenv"): (
         "A dotenv file (spec.target.format: dotenv) holds only environment-variable names, "
         "and keys {keys} are not: give them such names with spec.mapping[].secretKey "
@@ -322,22 +323,34 @@ GENERIC = (
 )
 
 
+# A condition stored by an operator that kept no facts beside its message: what the text says
+# in place of the name it cannot know (the message, shown beside it, names it).
+UNKNOWN: dict[str, str] = {
+    "keys": "(the keys the message names)",
+    "key": "(the data key the message names)",
+    "kind": "the error the message names",
+    "labelled_instance": "(the instance the message names)",
+    "winner": "(the HikyoSecret the message names)",
+    "existing_type": "(the type the message names)",
+    "verb": "(the verb the message names)",
+    "resource": "(the resource the message names)",
+}
+
+
 class _Named(dict[str, str]):
-    """``format_map`` helper: a name the context lacks shows as ``<name>``."""
+    """``format_map`` helper: a fact the context lacks says so (``UNKNOWN``); any other name
+    shows as ``<name>``."""
 
     def __missing__(self, key: str) -> str:
-        return f"<{key}>"
+        return UNKNOWN.get(key, f"<{key}>")
 
 
 def remediation(reason: str, context: Mapping[str, str]) -> str:
-    """The text for ``reason``, with the names of ``context`` filled in."""
+    """The text for ``reason``, with the names of ``context`` filled in; its ``cause`` (a
+    condition's fact, ``facts.Cause``) picks the text of that cause."""
     names = _Named({k: str(v) for k, v in context.items() if v not in (None, "")})
     names.setdefault("reason", reason)
-    text = None
-    for selector in (names.get("cause"), names.get("step")):
-        if selector and (reason, selector) in _BY_STEP:
-            text = _BY_STEP[(reason, selector)]
-            break
+    text = _BY_CAUSE.get((reason, names.get("cause", "")))
     if text is None:
         text = TEXTS.get(reason) or OUTCOME_TEXTS.get(reason) or GENERIC
     return text.format_map(names)
@@ -348,18 +361,7 @@ def known(reason: str) -> bool:
     return reason in TEXTS or reason in OUTCOME_TEXTS
 
 
-# -- context: names from the CR spec and from condition messages -----------------------------
-
-
-def acknowledgement_context(names: list[str]) -> dict[str, str]:
-    """The exact ``acknowledgedLoaderKeys`` list, as YAML/JSON and as a merge patch."""
-    ordered = sorted(set(names))
-    return {
-        "acknowledged": json.dumps(ordered),
-        "acknowledged_patch": json.dumps(
-            {"spec": {"acknowledgedLoaderKeys": ordered}}, separators=(",", ":")
-        ),
-    }
+# -- context: names from the CR spec and from a condition's facts ----------------------------
 
 
 def spec_context(cr: Mapping[str, Any] | None) -> dict[str, str]:
@@ -405,81 +407,15 @@ def spec_context(cr: Mapping[str, Any] | None) -> dict[str, str]:
         mapping = [item for item in spec.get("mapping") or [] if isinstance(item, dict)]
         destinations = [_text(i.get("secretKey")) or _text(i.get("key")) for i in mapping]
         protected = [d for d in destinations if is_protected(d)]
-    context |= acknowledgement_context(protected)
+    context |= acknowledgement_facts(protected)
     return {k: v for k, v in context.items() if v}
 
 
-_NAMES = r"(?P<keys>[^:;]+?)"
-_FROM_MESSAGE: dict[str, tuple[re.Pattern[str], ...]] = {
-    "InstanceMismatch": (re.compile(r"designated for instance (?P<labelled_instance>\S+), not"),),
-    "TargetClaimed": (re.compile(r"HikyoSecret (?P<winner>\S+) already manages"),),
-    "TargetTypeImmutable": (re.compile(r"has type (?P<existing_type>\S+), not"),),
-    "UndeliveredSecrets": (re.compile(r"presence of secret keys " + _NAMES + r": nothing"),),
-    "KeysMissing": (
-        re.compile(r"Secret needs " + _NAMES + r" in the mapping"),
-        re.compile(r"did not deliver mapped keys " + _NAMES + r"; their"),
-        re.compile(r"no longer delivers " + _NAMES + r", required"),
-    ),
-    "LoaderControlUnacknowledged": (
-        re.compile(r"delivered loader-control keys " + _NAMES + r" that acknowledgedLoaderKeys"),
-    ),
-    "EnvFromSkip": (re.compile(r"destinations " + _NAMES + r" may be skipped"),),
-    "KeyOwnedElsewhere": (re.compile(r"already has keys " + _NAMES + r" that another"),),
-    "InvalidTemplate": (
-        re.compile(r"the template of data key (?P<key>\S+) is invalid: (?P<kind>.+)$"),
-        re.compile(r"keys " + _NAMES + r" are no environment-variable names"),
-    ),
-    "NamespaceNotBound": (re.compile(r"may not (?P<verb>\S+) (?P<resource>\S+) in namespace"),),
-}
-
-
-def message_context(reason: str, message: str) -> dict[str, str]:
-    """Names a condition message of ``reason`` carries (the engine's own message shapes), and
-    for FetchFailed the S4.2 step its message belongs to, so the text fits the cause."""
-    found: dict[str, str] = {}
-    for pattern in _FROM_MESSAGE.get(reason, ()):
-        match = pattern.search(message)
-        if match:
-            found |= {k: v.strip() for k, v in match.groupdict().items() if v}
-            break
-    if reason == "KeysMissing" and "in the mapping" in message:
-        found["step"] = "R10"
-    if reason == "InvalidTemplate" and "environment-variable names" in message:
-        found["cause"] = "dotenv"
-    if reason == "FetchFailed":
-        cause = _fetch_failed_cause(message)
-        if cause:
-            found["cause"] = cause
-    return found
-
-
-# FetchFailed messages by their fixed beginnings (the engine's own texts), in this order.
-_FETCH_FAILED_CAUSES = (
-    (("invalid resyncInterval", "invalid spec"), "R3"),
-    (("TokenRequest for ServiceAccount",), "R6"),
-    (("stamp root",), "R12"),
-    (("forbidden by admission or quota",), "admission"),
-    (("not found; confirming",), "confirming"),
-    (("rate limited",), "rate-limited"),
-    (("fetch failed: TLS verification",), "tls"),
-    (("fetch failed: status 401",), "unauthorized"),
-)
-
-
-def _fetch_failed_cause(message: str) -> str:
-    if re.match(r"HikyoInstance \S+ not found$", message):
-        return "R5"
-    if re.match(r"HikyoInstance \S+: ", message):  # R14: no client for its url or caBundle
-        return "R14"
-    for prefixes, cause in _FETCH_FAILED_CAUSES:
-        if message.startswith(prefixes):
-            return cause
-    status = re.match(r"fetch failed: status (\d{3})\b", message)
-    if status and status.group(1).startswith("5"):
-        return "server"
-    if message.startswith("fetch failed: ") and not status:  # transport: no answer at all
-        return "server"
-    return ""
+def condition_context(
+    names: Mapping[str, str], condition: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """The context for one stored condition: the spec's names, then the condition's facts."""
+    return {**names, **stored_facts(condition)}
 
 
 def _text(value: Any) -> str:

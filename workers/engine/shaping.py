@@ -79,6 +79,7 @@ def _shaped(spec: SecretSpec, assembled: Content) -> Content | ContentRefusal:
             f"required for {key_list(withdrawn)} of a {spec.target_type} Secret: the Secret "
             "was removed",
             withdraw_typed=True,
+            facts={"keys": key_list(_sources(spec, rendered.lacking))},
         )
     data = dict(rendered.data)
     if spec.template_merge:  # the assembled keys no entry names stay
@@ -95,4 +96,4 @@ def _sources(spec: SecretSpec, lacking: dict[str, tuple[str, ...]]) -> list[str]
 
 
 def _fault(fault: TemplateFault) -> ContentRefusal:
-    return ContentRefusal(INVALID_TEMPLATE, fault.message)
+    return ContentRefusal(INVALID_TEMPLATE, fault.message, facts=fault.facts)

@@ -9,7 +9,9 @@ from .conditions import merge_conditions
 from .force_sync import handled_record
 from .outcome import Outcome
 
-_CONDITION_FIELDS = ("type", "status", "reason", "message", "observedGeneration")
+# S4.17's fields, and the facts beside the message (a pure function of the same outcome): a
+# condition an older operator stored without them is written once more, with them.
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "facts", "observedGeneration")
 
 
 def desired_status(
@@ -56,5 +58,6 @@ def _comparable(status: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def status_differs(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """S4.17: any field but lastFetch; conditions by type, status, reason, message, generation."""
+    """S4.17: any field but lastFetch; conditions by type, status, reason, message, facts and
+    generation."""
     return _comparable(stored) != _comparable(desired)

@@ -88,6 +88,10 @@ class TemplateFault:
     def message(self) -> str:
         return f"the template of data key {self.key} is invalid: {self.kind}"
 
+    @property
+    def facts(self) -> dict[str, str]:
+        return {"key": self.key, "kind": self.kind}
+
 
 @dataclass(frozen=True)
 class Rendered:
