@@ -39,7 +39,7 @@ from workers.engine.conditions import (
 
 from . import dashboard, forcing, instances, live, presenting, process, timeline, why
 from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
-from .templatetags.observing import when
+from .templatetags.observing import age
 
 FORCE_PERMISSION = "observations.force_resync"
 TIMELINE_ROWS = 100  # per kind; the tables keep up to 300 per object (managers.py)
@@ -171,15 +171,15 @@ CONDITION_TYPES = TYPE_ORDER
 
 @admin.register(TrackedObject)
 class TrackedObjectAdmin(ReadOnlyAdmin):
+    # One line per row (issue 49 item 4): the state, whose object, the first problem's reason
+    # and message, and when it was last checked; a click on the line opens the rest and what to
+    # do. The target Secret and the lifecycle are on the object's page (and are filters).
     list_display = (
+        "ready_shown",
         "namespace_shown",
         "name",
         "instance_shown",
-        "target_shown",
-        "lifecycle_shown",
-        "ready_shown",
         "why_shown",
-        "todo_shown",
         "last_checked_shown",
     )
     list_display_links = ("name",)
@@ -220,30 +220,27 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
     def instance_shown(self, obj: TrackedObject) -> str:
         return presenting.instance_link(obj.instance, self._why(obj).instance_missing)
 
-    @admin.display(description="target Secret", ordering="target")
-    def target_shown(self, obj: TrackedObject) -> str:
-        return presenting.target_link(obj.namespace, obj.target)
-
-    @admin.display(description="lifecycle", ordering="lifecycle")
-    def lifecycle_shown(self, obj: TrackedObject) -> str:
-        shown = dashboard.lifecycle_of(obj.lifecycle)
-        return f"{shown} (deleted)" if obj.deleted_at else shown
-
-    @admin.display(description="Ready", ordering="ready")
+    @admin.display(description="state", ordering="ready")
     def ready_shown(self, obj: TrackedObject) -> str:
-        return dashboard.ready_label(obj.ready)
+        """Ready, Blocked, Warning or Paused (why.state); Ready and the lifecycle (a deleted
+        object says so) as its tooltip, and as filters."""
+        lifecycle = dashboard.lifecycle_of(obj.lifecycle)
+        return render_to_string(
+            "observations/_state.html",
+            {
+                "why": self._why(obj),
+                "ready": dashboard.ready_label(obj.ready),
+                "lifecycle": f"{lifecycle} (deleted)" if obj.deleted_at else lifecycle,
+            },
+        )
 
-    @admin.display(description="why", ordering="blocking")
+    @admin.display(description="why, and what to do (click)", ordering="blocking")
     def why_shown(self, obj: TrackedObject) -> str:
-        return render_to_string("observations/_why.html", {"why": self._why(obj)})
+        return render_to_string("observations/_why_row.html", {"why": self._why(obj)})
 
-    @admin.display(description="what to do")
-    def todo_shown(self, obj: TrackedObject) -> str:
-        return render_to_string("observations/_todo.html", {"why": self._why(obj)})
-
-    @admin.display(description="last checked", ordering="last_checked_at")
+    @admin.display(description="checked", ordering="last_checked_at")
     def last_checked_shown(self, obj: TrackedObject) -> str:
-        return when(obj.last_checked_at)
+        return age(obj.last_checked_at)
 
     @staticmethod
     def _why(obj: TrackedObject) -> why.Why:

@@ -244,9 +244,9 @@ def _note_run(
     blocker = blocking_condition({"conditions": stored, "lifecycle": tracked.lifecycle or None})
     tracked.blocking = blocker.name if blocker else ""
     tracked.blocking_message = blocker.message if blocker else ""
-    tracked.warnings = warning_names(stored, blocker)[:500]
     tracked.last_outcome = outcome.reason[:64]
     _note_dashboard_fields(tracked, result, started)
+    tracked.warnings = warning_names(stored, blocker, tracked.last_fetch_ok_at)[:500]
     tracked.runs_total += 1
     if changed:
         tracked.last_changed_at = started

@@ -19,7 +19,7 @@ from typing import Any
 from workers.engine.conditions import READY, SYNCED, stored_facts
 from workers.engine.explain import Blocker, blocking_condition
 from workers.engine.facts import Cause
-from workers.engine.remediation import condition_context, remediation
+from workers.engine.remediation import Part, condition_context, remediation_parts
 
 PAUSED_REASON = "InstancePaused"
 
@@ -34,8 +34,13 @@ class Problem:
     name: str
     reason: str
     message: str
-    remediation: str
+    parts: tuple[Part, ...]  # the remediation: prose and commands (remediation_parts)
     cause: str = ""  # the condition's cause fact (facts.Cause), when it has one
+
+    @property
+    def remediation(self) -> str:
+        """The whole text, as ``explain`` prints it."""
+        return "".join(part.text for part in self.parts)
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,22 @@ class Pause:
     instance: str
     org: str
     until: datetime
-    remediation: str
+    parts: tuple[Part, ...]
+
+    @property
+    def remediation(self) -> str:
+        return "".join(part.text for part in self.parts)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of "why": a problem's kind (the state it gives), ``Type/Reason`` and message;
+    a pause's line carries the pause (instance, org, end)."""
+
+    kind: str
+    name: str
+    message: str
+    pause: Pause | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,7 @@ class Why:
     blocker: Problem | None
     warnings: list[Problem] = field(default_factory=list)
     pause: Pause | None = None
+    earlier: list[Problem] = field(default_factory=list)  # superseded: shown as history
 
     @property
     def instance_missing(self) -> bool:
@@ -64,6 +85,17 @@ class Why:
             and blocker.reason == "FetchFailed"
             and blocker.cause == Cause.INSTANCE_MISSING
         )
+
+    @property
+    def lines(self) -> list[Line]:
+        """What the page shows of it, one line each: the pause, the blocker, the warnings."""
+        found = []
+        if self.pause is not None:
+            found.append(Line(PAUSED_STATE, PAUSED_REASON, "", self.pause))
+        if self.blocker is not None:
+            found.append(Line(BLOCKED_STATE, self.blocker.name, self.blocker.message))
+        found.extend(Line(WARNING_STATE, w.name, w.message) for w in self.warnings)
+        return found
 
     @property
     def state(self) -> str:
@@ -80,8 +112,8 @@ def problem(
     """One stored condition (None: the blocker has no condition of its own) with explain's
     text, filled with the recorded names and the condition's facts."""
     message = str((condition or {}).get("message") or "")
-    remedy = remediation(reason, condition_context(names, condition))
-    return Problem(name, reason, message, remedy, stored_facts(condition).get("cause", ""))
+    parts = tuple(remediation_parts(reason, condition_context(names, condition)))
+    return Problem(name, reason, message, parts, stored_facts(condition).get("cause", ""))
 
 
 def why(
@@ -92,14 +124,16 @@ def why(
     names: Mapping[str, str],
     paused_until: datetime | None,
     now: datetime,
+    fetched_ok_at: datetime | None = None,
 ) -> Why:
-    """The first blocker, the warnings and a pause still running at ``now``."""
+    """The first blocker, the warnings and a pause still running at ``now``; a failed Synced
+    from before the last successful fetch (``fetched_ok_at``) is history, not a warning."""
     stored = [c for c in conditions if isinstance(c, Mapping) and "type" in c]
     blocker = blocking_condition({"conditions": stored, "lifecycle": lifecycle or None})
     pause = None
     if paused_until is not None and paused_until > now:
         instance, org = names.get("instance", ""), names.get("org", "")
-        pause = Pause(instance, org, paused_until, remediation(PAUSED_REASON, names))
+        pause = Pause(instance, org, paused_until, tuple(remediation_parts(PAUSED_REASON, names)))
     blocking = None
     # With no condition of its own ("no delivery attempted yet", an unset lifecycle) the
     # blocker is only that the pause held the first fetch back (S4.1.6): the pause says why.
@@ -107,11 +141,27 @@ def why(
         blocking = problem(blocker.name, blocker.reason or blocker.name, names, blocker.condition)
         if blocker.condition is None:  # "no delivery attempted yet", a lifecycle
             blocking = replace(blocking, message=blocker.message)
-    warnings = []
+    warnings, earlier = [], []
     for condition in informational(stored, blocker):
         reason = str(condition.get("reason") or "")
-        warnings.append(problem(f"{condition['type']}/{reason}", reason, names, condition))
-    return Why(ready, blocking, warnings, pause)
+        found = problem(f"{condition['type']}/{reason}", reason, names, condition)
+        (earlier if superseded(condition, fetched_ok_at) else warnings).append(found)
+    return Why(ready, blocking, warnings, pause, earlier)
+
+
+def superseded(condition: Mapping[str, Any], fetched_ok_at: datetime | None) -> bool:
+    """A Synced=False from before the last successful fetch: that fetch would have set Synced
+    anew had its run not stopped at a refusal that leaves Synced as it was (S5.4), so the
+    failure it tells of is over (issue 49: stale "did not answer in time" warnings)."""
+    if fetched_ok_at is None or condition.get("type") != SYNCED:
+        return False
+    if condition.get("status") == "True":
+        return False
+    try:
+        since = datetime.fromisoformat(str(condition.get("lastTransitionTime") or ""))
+    except ValueError:
+        return False
+    return since < fetched_ok_at
 
 
 def informational(
@@ -129,10 +179,16 @@ def informational(
     return found
 
 
-def warning_names(conditions: Sequence[Mapping[str, Any]], blocker: Blocker | None) -> str:
+def warning_names(
+    conditions: Sequence[Mapping[str, Any]],
+    blocker: Blocker | None,
+    fetched_ok_at: datetime | None = None,
+) -> str:
     """``Type/Reason, ...`` of the warnings, as the recorder keeps it for filters and search."""
     return ", ".join(
-        f"{c['type']}/{c.get('reason') or ''}" for c in informational(conditions, blocker)
+        f"{c['type']}/{c.get('reason') or ''}"
+        for c in informational(conditions, blocker)
+        if not superseded(c, fetched_ok_at)
     )
 
 
@@ -145,4 +201,5 @@ def of(tracked: Any, now: datetime) -> Why:
         names=dict(tracked.names or {}),
         paused_until=tracked.paused_until,
         now=now,
+        fetched_ok_at=tracked.last_fetch_ok_at,
     )

@@ -117,13 +117,14 @@ class Pages:
                 continue
             self.seen.append((f"{kind or 'response'} {response.url}", body))
 
-    def snap(self, label: str) -> Path:
-        """A full-page screenshot and the rendered HTML of the current page."""
+    def snap(self, label: str, full_page: bool = True) -> Path:
+        """A screenshot (the full page, or what the window shows) and the rendered HTML of the
+        current page."""
         self.collect()
         self.seen.append((f"rendered {self.page.url}", self.page.content()))
         number = len(list(self.folder.glob("*.png"))) + 1  # one numbering per folder
         path = self.folder / f"{number:02d}-{label}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         self.shots.append(path)
         return path
 

@@ -162,12 +162,10 @@ def test_a_cr_waiting_on_a_429_pause_says_so_with_instance_org_and_end():
     until = NOW + timedelta(minutes=4)
     found = _why(cr, [], lifecycle="", paused_until=until)
     assert found.state == why.PAUSED_STATE
-    assert found.pause == why.Pause(
-        "eu",
-        "org_ledger",
-        until,
+    assert (found.pause.instance, found.pause.org, found.pause.until) == ("eu", "org_ledger", until)
+    assert found.pause.remediation == (
         "HikyoInstance eu answered 429 for org org_ledger: every fetch to it for that org waits "
-        "out the pause, and then they run in the order they became due; nothing to do.",
+        "out the pause, and then they run in the order they became due; nothing to do."
     )
     # Not "no delivery has been attempted yet": the pause is why.
     assert found.blocker is None
@@ -288,3 +286,36 @@ def test_an_instance_without_a_client_reads_as_explains_r14_text():
     found = _why(cr, conditions)
     assert found.blocker is not None and not found.instance_missing
     assert found.blocker.remediation.startswith("No client could be built for HikyoInstance eu")
+
+
+def test_a_failed_synced_from_before_the_last_successful_fetch_is_history_not_a_warning():
+    """Issue 49: a CR refused after a fetch that succeeded keeps its old Synced=False (a
+    refusal leaves Synced as it was, S5.4); it is shown as history, not as a live warning."""
+    stale = _cond("Synced", "False", "FetchFailed", "did not answer in time") | {
+        "lastTransitionTime": "2026-12-04T21:00:00Z"
+    }
+    conditions = [
+        _cond("Ready", "False", "Blocked"),
+        stale,
+        _cond(
+            "Delivery", "False", "UndeliveredSecrets", "presence of API_KEY", {"keys": "API_KEY"}
+        ),
+    ]
+    fetched = datetime(2026, 12, 4, 21, 30, tzinfo=UTC)
+    found = why.why(
+        conditions=conditions,
+        lifecycle="Refused",
+        ready=False,
+        names={},
+        paused_until=None,
+        now=NOW,
+        fetched_ok_at=fetched,
+    )
+    assert found.blocker is not None and found.blocker.name == "Delivery/UndeliveredSecrets"
+    assert found.warnings == [] and [e.name for e in found.earlier] == ["Synced/FetchFailed"]
+    blocker = blocking_condition({"conditions": conditions, "lifecycle": "Refused"})
+    assert why.warning_names(conditions, blocker, fetched) == ""
+    # The same failure after that fetch is live.
+    later = fetched - timedelta(minutes=31)
+    assert why.warning_names(conditions, blocker, later) == "Synced/FetchFailed"
+    assert why.warning_names(conditions, blocker, None) == "Synced/FetchFailed"

@@ -24,6 +24,7 @@ from workers.engine.remediation import (
     UNKNOWN,
     known,
     remediation,
+    remediation_parts,
     spec_context,
 )
 from workers.engine.spec import parse_spec
@@ -320,3 +321,35 @@ def test_a_dotenv_name_refusal_gets_the_dotenv_text():
     assert refused.facts == {"keys": "log-level", "cause": Cause.DOTENV}
     context = CONTEXT | refused.facts
     assert "environment-variable names" in remediation(refused.reason, context)
+
+
+# -- commands as pieces of their own (the dashboard's code blocks) ------------------------------
+
+
+@pytest.mark.parametrize("reason", sorted(TEXTS) + sorted(OUTCOME_TEXTS))
+def test_the_pieces_join_into_the_text_explain_prints_with_no_marker_left(reason):
+    parts = remediation_parts(reason, CONTEXT)
+    assert "".join(p.text for p in parts) == remediation(reason, CONTEXT)
+    assert "`" not in remediation(reason, CONTEXT)
+
+
+def test_each_command_is_a_piece_of_its_own_that_runs_as_it_stands():
+    parts = remediation_parts("SecretNotDesignated", CONTEXT)
+    commands = [p.text for p in parts if p.command]
+    assert commands == [
+        "kubectl -n payments create secret generic hikyo-payments-credential "
+        "--from-file=hikyo-token=./hikyo-token",
+        "kubectl -n payments label secret hikyo-payments-credential --overwrite "
+        'hikyo.dev/delivery="true" hikyo.dev/instance=primary',
+    ]
+    unauthorized = remediation_parts("FetchFailed", CONTEXT | {"cause": Cause.UNAUTHORIZED})
+    assert [p.text for p in unauthorized if p.command][-1] == (
+        "kubectl -n payments annotate hksec payments-config --overwrite "
+        "hikyo.dev/force-sync=$(date +%s)"
+    )
+
+
+def test_a_name_cannot_open_or_close_a_command():
+    parts = remediation_parts("MergeTargetMissing", CONTEXT | {"target": "a`b"})
+    assert not any(p.command for p in parts)
+    assert "Secret a`b does not exist" in "".join(p.text for p in parts)

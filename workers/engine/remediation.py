@@ -14,7 +14,7 @@ five-step journey's machine-reveal opt-in and reveal grant, the Helm values of t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from .conditions import stored_facts
 from .loader_control import acknowledgement_facts, is_protected
@@ -22,12 +22,18 @@ from .spec import KEY_NAME
 
 # -- the texts, keyed by S5.1 reason ------------------------------------------------------------
 
+# A command the user runs is written between backquotes: ``remediation_parts`` hands it over as
+# a command (the dashboard shows it as code with a copy button); ``remediation`` drops them.
 _LABEL = (
-    "kubectl -n {namespace} label {credential_resource} {credential} --overwrite "
-    'hikyo.dev/delivery="true" hikyo.dev/instance={instance}'
+    "`kubectl -n {namespace} label {credential_resource} {credential} --overwrite "
+    'hikyo.dev/delivery="true" hikyo.dev/instance={instance}`'
 )
 _FORCE_SYNC = (
-    "kubectl -n {namespace} annotate hksec {name} --overwrite hikyo.dev/force-sync=$(date +%s)"
+    "`kubectl -n {namespace} annotate hksec {name} --overwrite hikyo.dev/force-sync=$(date +%s)`"
+)
+_MINT = (
+    "`hikyo sa credential mint --sa SA_ID --lifetime 720h --output-file ./hikyo-token`, where "
+    "SA_ID is the Hikyo service account's ID, which `hikyo sa list` shows"
 )
 
 TEXTS: dict[str, str] = {
@@ -35,7 +41,7 @@ TEXTS: dict[str, str] = {
     "Reconciled": "Nothing to do: the Secret is delivered and current.",
     "Blocked": (
         "Ready is blocked by {blocker}: see that condition's message and its remediation "
-        "(python manage.py explain {namespace}/{name})."
+        "(`python manage.py explain {namespace}/{name}`)."
     ),
     # Synced
     "Delivered": "Nothing to do: Secret {target} holds the delivered content.",
@@ -44,8 +50,8 @@ TEXTS: dict[str, str] = {
         "The Secret is retained and the fetch is retried with backoff. Read the message: "
         "HTTP 401 means the credential is invalid, expired or revoked (mint a new one and "
         "replace data key hikyo-token of {credential_kind} {credential}); 403 means the "
-        "credential's principal lacks read on environment {environment} (hikyo access grant "
-        "add --principal MCH_ID --capability read --env {environment}; hikyo sa list shows "
+        "credential's principal lacks read on environment {environment} (`hikyo access grant "
+        "add --principal MCH_ID --capability read --env {environment}`; `hikyo sa list` shows "
         "its mch_ ID); 5xx and timeouts are the server's side. Once fixed, force a fresh "
         "delivery: " + _FORCE_SYNC
     ),
@@ -59,8 +65,8 @@ TEXTS: dict[str, str] = {
         "Secret {credential} in namespace {namespace} must exist, hold data key hikyo-token "
         "(the output file of hikyo sa credential mint; one trailing newline is fine) and carry "
         'both labels hikyo.dev/delivery="true" and hikyo.dev/instance={instance}. If it does '
-        "not exist, create it first (kubectl -n {namespace} create secret generic "
-        "{credential} --from-file=hikyo-token=./hikyo-token); then label it: " + _LABEL
+        "not exist, create it first: `kubectl -n {namespace} create secret generic "
+        "{credential} --from-file=hikyo-token=./hikyo-token`; then label it: " + _LABEL
     ),
     "ServiceAccountNotDesignated": (
         "ServiceAccount {credential} in namespace {namespace} must exist and carry both labels "
@@ -70,8 +76,8 @@ TEXTS: dict[str, str] = {
     ),
     "InstanceMismatch": (
         "{credential_kind} {credential} is labelled hikyo.dev/instance={labelled_instance}, but "
-        "spec.instanceRef.name is {instance}: relabel it (kubectl -n {namespace} label "
-        "{credential_resource} {credential} --overwrite hikyo.dev/instance={instance}) or point "
+        "spec.instanceRef.name is {instance}: relabel it (`kubectl -n {namespace} label "
+        "{credential_resource} {credential} --overwrite hikyo.dev/instance={instance}`) or point "
         "spec.instanceRef.name at {labelled_instance}."
     ),
     "AudienceMissing": (
@@ -85,7 +91,7 @@ TEXTS: dict[str, str] = {
         "Secret {target} already exists in namespace {namespace} and is not controlled by "
         "HikyoSecret {name}; the operator never adopts a Secret: choose another "
         "spec.target.name, or delete or rename the existing Secret once nothing needs it "
-        "(kubectl -n {namespace} delete secret {target})."
+        "(`kubectl -n {namespace} delete secret {target}`)."
     ),
     "TargetClaimed": (
         "HikyoSecret {winner} (created earlier) already manages Secret {target}: choose another "
@@ -107,17 +113,17 @@ TEXTS: dict[str, str] = {
     "KeyOwnedElsewhere": (
         "Secret {target} already has keys {keys} that another field manager owns, so nothing "
         "was written: deliver them under other names (spec.mapping[].secretKey), or remove them "
-        "from the tool that manages Secret {target} (kubectl -n {namespace} get secret {target} "
-        "--show-managed-fields -o yaml shows who owns each key)."
+        "from the tool that manages Secret {target} (`kubectl -n {namespace} get secret {target} "
+        "--show-managed-fields -o yaml` shows who owns each key)."
     ),
     # Delivery
     "UndeliveredSecrets": (
         "The credential receives only the presence of secret keys {keys}. A Hikyo operator "
-        "enables the project's machine-reveal opt-in: hikyo project-settings machine-reveal set "
-        "--enabled true (or the toggle on the Machine access page), then grants reveal to the "
-        "workload principal on the environment: hikyo access grant add --principal MCH_ID "
-        "--capability reveal --env {environment}, where MCH_ID is the credential's principal "
-        "(its mch_ ID, which hikyo sa list shows; or Members → New grant). Or set "
+        "enables the project's machine-reveal opt-in: `hikyo project-settings machine-reveal set "
+        "--enabled true` (or the toggle on the Machine access page), then grants reveal to the "
+        "workload principal on the environment: `hikyo access grant add --principal MCH_ID "
+        "--capability reveal --env {environment}`, where MCH_ID is the credential's principal "
+        "(its mch_ ID, which `hikyo sa list` shows; or Members → New grant). Or set "
         "spec.projection: config-only to deliver config keys only."
     ),
     "KeysMissing": (
@@ -126,8 +132,8 @@ TEXTS: dict[str, str] = {
     ),
     "LoaderControlUnacknowledged": (
         "spec.acknowledgedLoaderKeys must list exactly the loader-control names delivered "
-        "(S4.6): set acknowledgedLoaderKeys: {acknowledged} (kubectl -n {namespace} patch hksec "
-        "{name} --type merge -p '{acknowledged_patch}'), or map those keys to other secretKeys. "
+        "(S4.6): set acknowledgedLoaderKeys: {acknowledged} (`kubectl -n {namespace} patch hksec "
+        "{name} --type merge -p '{acknowledged_patch}'`), or map those keys to other secretKeys. "
         "Only acknowledge names the workload intentionally trusts."
     ),
     "InvalidSecretData": (
@@ -144,7 +150,7 @@ TEXTS: dict[str, str] = {
         "spec.target.template.data[{key}] of HikyoSecret {name} cannot be used: {kind}. The "
         "Secret keeps its previous content until it is fixed: correct the template (it may "
         "read only the assembled keys, Jinja's filters, b64encode, b64decode, urlquote, tojson, "
-        "toyaml, sha256 and dockerconfigjson); python manage.py explain {namespace}/{name} "
+        "toyaml, sha256 and dockerconfigjson); `python manage.py explain {namespace}/{name}` "
         "shows each destination key and the sources it reads."
     ),
     "EnvFromSkip": (
@@ -168,15 +174,11 @@ TEXTS: dict[str, str] = {
     ),
     # CredentialExpiry
     "ExpiresSoon": (
-        "The credential expires within 7 days: mint a new one (hikyo sa credential mint --sa "
-        "SA_ID --lifetime 720h --output-file ./hikyo-token, where SA_ID is the Hikyo service "
-        "account's ID that hikyo sa list shows) and replace data key "
-        "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
+        "The credential expires within 7 days: mint a new one (" + _MINT + ") and replace data "
+        "key hikyo-token of {credential_kind} {credential}, keeping both designation labels."
     ),
     "Expired": (
-        "The credential has expired: mint a new one (hikyo sa credential mint --sa "
-        "SA_ID --lifetime 720h --output-file ./hikyo-token, where SA_ID is the Hikyo service "
-        "account's ID that hikyo sa list shows) and replace data key "
+        "The credential has expired: mint a new one (" + _MINT + ") and replace data key "
         "hikyo-token of {credential_kind} {credential}, keeping both designation labels."
     ),
     # PinExpiry
@@ -204,13 +206,13 @@ _BY_CAUSE: dict[tuple[str, str], str] = {
     ("FetchFailed", "R3"): (
         "The HikyoSecret breaks a rule its CRD now enforces (see the message), e.g. "
         "spec.resyncInterval must be a Go duration of at least 10s (5m when empty): fix the "
-        "spec with kubectl -n {namespace} edit hksec {name}."
+        "spec with `kubectl -n {namespace} edit hksec {name}`."
     ),
     ("FetchFailed", "R5"): (
-        "HikyoInstance {instance} does not exist: a cluster admin creates it (kubectl get "
-        "hkinst lists the instances), or point spec.instanceRef.name at an existing one. The "
-        "credential's hikyo.dev/instance label must name the same instance (kubectl -n "
-        "{namespace} get {credential_resource} {credential} --show-labels), or the next run "
+        "HikyoInstance {instance} does not exist: a cluster admin creates it (`kubectl get "
+        "hkinst` lists the instances), or point spec.instanceRef.name at an existing one. The "
+        "credential's hikyo.dev/instance label must name the same instance (`kubectl -n "
+        "{namespace} get {credential_resource} {credential} --show-labels`), or the next run "
         "stops at InstanceMismatch. Its creation runs this HikyoSecret again."
     ),
     ("FetchFailed", "R6"): (
@@ -240,11 +242,9 @@ _BY_CAUSE: dict[tuple[str, str], str] = {
     ),
     ("FetchFailed", "unauthorized"): (
         "The Hikyo server rejected the credential (401: invalid, expired or revoked): mint a new "
-        "one (hikyo sa credential mint --sa SA_ID --lifetime 720h --output-file ./hikyo-token, "
-        "where SA_ID is the Hikyo service account's ID, which hikyo sa list shows) and replace "
-        "data key hikyo-token of {credential_kind} {credential}, keeping both designation "
-        "labels. The Secret is retained meanwhile; the retry waits out its backoff, so then "
-        "force a fresh delivery at once: " + _FORCE_SYNC
+        "one (" + _MINT + ") and replace data key hikyo-token of {credential_kind} "
+        "{credential}, keeping both designation labels. The Secret is retained meanwhile; the "
+        "retry waits out its backoff, so then force a fresh delivery at once: " + _FORCE_SYNC
     ),
     ("FetchFailed", "server"): (
         "The Hikyo server failed or could not be reached (see the message); the Secret is "
@@ -312,14 +312,14 @@ OUTCOME_TEXTS: dict[str, str] = {
     ),
     "NotReconciled": (
         "No reconcile has written a status yet: check that the operator runs and watches "
-        "namespace {namespace} (Helm operator.namespaces); python manage.py explain "
-        "{namespace}/{name} shows what a reconcile would do."
+        "namespace {namespace} (Helm operator.namespaces); `python manage.py explain "
+        "{namespace}/{name}` shows what a reconcile would do."
     ),
 }
 
 GENERIC = (
     "No remediation is known for reason {reason}: read the conditions and events with "
-    "kubectl -n {namespace} describe hksec {name}."
+    "`kubectl -n {namespace} describe hksec {name}`."
 )
 
 
@@ -345,15 +345,32 @@ class _Named(dict[str, str]):
         return UNKNOWN.get(key, f"<{key}>")
 
 
-def remediation(reason: str, context: Mapping[str, str]) -> str:
-    """The text for ``reason``, with the names of ``context`` filled in; its ``cause`` (a
-    condition's fact, ``facts.Cause``) picks the text of that cause."""
+class Part(NamedTuple):
+    """A piece of a remediation: prose, or a ``command`` to run as it stands."""
+
+    text: str
+    command: bool = False
+
+
+def remediation_parts(reason: str, context: Mapping[str, str]) -> list[Part]:
+    """The text for ``reason`` in pieces, with the names of ``context`` filled in; its
+    ``cause`` (a condition's fact, ``facts.Cause``) picks the text of that cause. The pieces
+    are split before the names go in, so no name can make or end a command."""
     names = _Named({k: str(v) for k, v in context.items() if v not in (None, "")})
     names.setdefault("reason", reason)
     text = _BY_CAUSE.get((reason, names.get("cause", "")))
     if text is None:
         text = TEXTS.get(reason) or OUTCOME_TEXTS.get(reason) or GENERIC
-    return text.format_map(names)
+    pieces = text.split("`")
+    return [
+        Part(piece.format_map(names), index % 2 == 1) for index, piece in enumerate(pieces) if piece
+    ]
+
+
+def remediation(reason: str, context: Mapping[str, str]) -> str:
+    """The whole text for ``reason`` (``remediation_parts`` joined): what ``explain`` and
+    ``status`` print."""
+    return "".join(part.text for part in remediation_parts(reason, context))
 
 
 def known(reason: str) -> bool:

@@ -30,6 +30,22 @@ def when(at: datetime | None, empty: str = "never") -> SafeString | str:
     )
 
 
+@register.filter
+def age(at: datetime | None, empty: str = "never") -> SafeString | str:
+    """How long ago alone (the list's narrow column), the ISO time as its tooltip."""
+    if at is None:
+        return empty
+    stamp = iso(at)
+    return format_html(
+        '<time datetime="{}" title="{}"><span class="relative" data-relative-to="{}" '
+        'data-relative-bare="1">{}</span></time>',
+        stamp,
+        stamp,
+        stamp,
+        relative(at, timezone.now()),
+    )
+
+
 @register.simple_tag
 def instance_link(name: str, missing: bool = False) -> SafeString | str:
     return presenting.instance_link(name, missing)

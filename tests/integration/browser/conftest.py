@@ -49,7 +49,22 @@ EXPIRING = "expiring"  # its credential expires in 3 days: Ready, with a warning
 DREW_429 = "drew-429"  # its fetch drew a 429 (Retry-After: 300) from the busy instance
 WAITS_429 = "waits-429"  # created after: waits on the pause of (busy instance, org)
 PAUSE_SECONDS = "300"  # the longest pause (S4.1.6), so it outlasts the tests that look at it
-NOT_READY = (REFUSED, UNDELIVERED, REVOKED, SERVER_DOWN, NO_INSTANCE, DREW_429, WAITS_429)
+MISMATCHED = "wrong-instance"  # its credential is labelled for the busy instance
+UNACKNOWLEDGED = "loader-keys"  # maps LOG_LEVEL to LD_PRELOAD and acknowledges nothing
+BAD_TEMPLATE = "bad-template"  # a template with a filter Jinja does not have
+CLAIMED = "taken-target"  # names the target an older HikyoSecret manages
+# Refused before the fetch, on the world's instance: enough rows for one screen of not-Ready.
+MORE_REFUSED = (MISMATCHED, UNACKNOWLEDGED, BAD_TEMPLATE, CLAIMED)
+NOT_READY = (
+    REFUSED,
+    UNDELIVERED,
+    REVOKED,
+    SERVER_DOWN,
+    NO_INSTANCE,
+    DREW_429,
+    WAITS_429,
+    *MORE_REFUSED,
+)
 READY_WITH_WARNINGS = (KEYS_MISSING, EXPIRING)
 CONVERGE_TIMEOUT = 240.0
 
@@ -189,6 +204,20 @@ def _populate(world: World, broken: Broken) -> None:
         instanceRef={"name": broken.busy_instance},
         auth=_secret("busy-credential"),
     )
+    world.create_cr(MISMATCHED, target={"name": "mismatch-env"}, auth=_secret("busy-credential"))
+    world.create_cr(
+        UNACKNOWLEDGED,
+        target={"name": "loader-env"},
+        mapping=[{"key": "LOG_LEVEL", "secretKey": "LD_PRELOAD"}],
+    )
+    world.create_cr(
+        BAD_TEMPLATE,
+        target={
+            "name": "template-env",
+            "template": {"data": {"url": "{{ DATABASE_URL | nosuch }}"}},
+        },
+        mapping=[{"key": "DATABASE_URL"}],
+    )
 
 
 def _secret(name: str) -> dict[str, Any]:
@@ -221,8 +250,8 @@ def _message(item: dict[str, Any], type_: str) -> str:
 
 def _converged(dashboard: Dashboard) -> bool:
     items = {item["metadata"]["name"]: item for item in dashboard.hikyosecrets()}
-    if WAITS_429 in items:
-        items.pop(WAITS_429)
+    for later in (WAITS_429, CLAIMED):
+        items.pop(later, None)
     ready = [*READY_NAMES, *READY_WITH_WARNINGS]
     failed = {
         REVOKED: "status 401",
@@ -236,6 +265,14 @@ def _converged(dashboard: Dashboard) -> bool:
         and (_reason(items[REFUSED], "Designation") or ("", ""))[1] == "SecretNotDesignated"
         and (_reason(items[KEYS_MISSING], "Delivery") or ("", ""))[1] == "KeysMissing"
         and (_reason(items[EXPIRING], "CredentialExpiry") or ("", ""))[1] == "ExpiresSoon"
+        and all(
+            (_reason(items[name], type_) or ("", ""))[1] == reason
+            for name, type_, reason in (
+                (MISMATCHED, "Designation", "InstanceMismatch"),
+                (UNACKNOWLEDGED, "Delivery", "LoaderControlUnacknowledged"),
+                (BAD_TEMPLATE, "Delivery", "InvalidTemplate"),
+            )
+        )
         and all(
             _reason(items[name], "Synced") == ("False", "FetchFailed")
             and text in _message(items[name], "Synced")
@@ -316,6 +353,22 @@ def dashboard(
             what="the HikyoSecrets reconciled by the running operator",
         )
         _wait_on_the_pause(world, broken)
+        # Created seconds after READY_NAMES[0], whose target it names: R7's oldest-first rule
+        # then always keeps that target with READY_NAMES[0] (a tie in the same second would
+        # go by UID).
+        world.create_cr(CLAIMED, target={"name": "app-env-0"})
+        wait_for(
+            lambda: (
+                _reason(
+                    next(i for i in built.hikyosecrets() if i["metadata"]["name"] == CLAIMED),
+                    "Conflict",
+                )
+                == ("True", "TargetClaimed")
+            ),
+            timeout=CONVERGE_TIMEOUT,
+            interval=1,
+            what="the HikyoSecret naming a taken target refused",
+        )
         yield built
         _keep_for_sweep(world)
         _delete_hikyosecrets(world)

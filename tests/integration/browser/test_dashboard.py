@@ -29,6 +29,8 @@ from .conftest import (
     DREW_429,
     EXPIRING,
     KEYS_MISSING,
+    MISMATCHED,
+    MORE_REFUSED,
     NO_INSTANCE,
     NOT_READY,
     READY_NAMES,
@@ -63,8 +65,8 @@ def pages(browser, dashboard: Dashboard, request) -> Iterator[Any]:
     print(f"\nscreenshots: {folder}")
     opened: list[Pages] = []
 
-    def open_as(role: str | None, width: int = 1280) -> Pages:
-        context = browser.new_context(viewport={"width": width, "height": 900})
+    def open_as(role: str | None, width: int = 1280, height: int = 900) -> Pages:
+        context = browser.new_context(viewport={"width": width, "height": height})
         visit = Pages(context, folder)
         opened.append(visit)
         if role is not None:
@@ -249,8 +251,9 @@ def test_the_list_filters_to_not_ready(pages, dashboard: Dashboard):
     assert "ready=not" in visit.page.url
     visit.snap("list-not-ready")
     assert changelist_names(visit) == sorted(NOT_READY)
-    ready_cells = visit.page.locator("#result_list tbody td.field-ready_shown").all_inner_texts()
-    assert ready_cells and all(cell.strip() != "True" for cell in ready_cells)
+    states = visit.page.locator("#result_list tbody td.field-ready_shown .state").all_inner_texts()
+    assert len(states) == len(NOT_READY), states
+    assert {s.strip() for s in states} <= {"Blocked", "Paused"}, states  # none Ready
     # The index's shortcut is the same filter.
     visit.goto(dashboard.base + "/admin/")
     with visit.page.expect_navigation(wait_until="load"):
@@ -307,7 +310,7 @@ def test_every_problem_says_why_and_what_to_do_as_explain_does(pages, dashboard:
         message = " ".join(world.message(type_, name).split())
         why = visit.text(f'{row} td.field-why_shown .why[data-problem="{problem}"]')
         assert problem in why and message in why, (name, why)
-        todo = visit.text(f'{row} td.field-todo_shown .remediation[data-for="{problem}"]')
+        todo = visit.text(f'{row} td.field-why_shown .todo .remediation[data-for="{problem}"]')
         assert todo == explained[name][problem], (name, todo, explained[name])
         for needed in names:
             assert needed in todo, (name, needed, todo)
@@ -323,12 +326,64 @@ def test_every_problem_says_why_and_what_to_do_as_explain_does(pages, dashboard:
     # Search: namespace/name, instance, reason and message.
     for query, wanted in (
         (f"{world.namespace}/{REVOKED}", {REVOKED}),
-        (broken.busy_instance, {DREW_429, WAITS_429}),
+        (broken.busy_instance, {DREW_429, WAITS_429, MISMATCHED}),  # its message names it
         ("SecretNotDesignated", {REFUSED}),
         ("status 503", {SERVER_DOWN}),
     ):
         visit.goto(f"{dashboard.base}{CHANGELIST}?{urlencode({'q': query})}")
         assert set(changelist_names(visit)) == wanted, query
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_list_reads_one_line_per_row_with_what_to_do_one_click_away(
+    pages, dashboard: Dashboard, width: int
+):
+    """Issue 49 item 4: at 1280x800 (and 1920) every row of the not-Ready list is one line
+    (state, name, the first problem's reason and message, last checked), so the not-Ready rows
+    fit one screen; a click on the line opens what to do, its commands in code blocks, each
+    copied as it stands by its button."""
+    visit = pages("operator", width=width, height=800)
+    visit.goto(f"{dashboard.base}{CHANGELIST}?ready=not")
+    wait_for(
+        lambda: (
+            visit.goto(f"{dashboard.base}{CHANGELIST}?ready=not")
+            and changelist_names(visit) == sorted(NOT_READY)
+        ),
+        timeout=PAGE_POLL_TIMEOUT,
+        interval=1,
+        what="every not-Ready HikyoSecret in the list",
+    )
+    visit.snap(f"list-not-ready-{width}", full_page=False)  # one screen, as docs/dashboard.md
+    rows = visit.page.locator("#result_list tbody tr")
+    heights = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
+    line = visit.page.evaluate(
+        "() => parseFloat(getComputedStyle(document.querySelector("
+        "'#result_list tbody td.field-why_shown')).lineHeight)"
+    )
+    assert len(heights) == len(NOT_READY) >= 10
+    assert all(h < 2 * line + 12 for h in heights), (heights, line)  # one line and padding
+    bottoms = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().bottom)")
+    assert max(bottoms) <= 800, bottoms  # every not-Ready row on the first screen
+    clipped = visit.page.evaluate(
+        """() => [...document.querySelectorAll(
+                "#result_list th.field-name, #result_list td.field-namespace_shown, "
+                + "#result_list td.field-ready_shown, #result_list td.field-last_checked_shown")]
+            .filter((cell) => cell.scrollWidth > cell.clientWidth + 1)
+            .map((cell) => cell.textContent.trim())"""
+    )
+    assert clipped == [], clipped  # this world's names, states and ages are not cut
+    # What to do is one click away: the line opens, and its commands are code to copy.
+    row = list_row(REFUSED)
+    assert not visit.page.is_visible(f"{row} .todo")
+    visit.page.click(f"{row} details.why-row summary")
+    assert visit.page.is_visible(f"{row} .todo .remediation")
+    visit.snap(f"list-opened-{width}", full_page=False)
+    commands = visit.page.locator(f"{row} .todo code.command").all_text_contents()
+    assert any(c.startswith("kubectl -n ") and " create secret generic " in c for c in commands)
+    visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    visit.page.click(f"{row} .todo .cmd:first-child button.copy")
+    copied = visit.page.evaluate("() => navigator.clipboard.readText()")
+    assert copied == commands[0]
 
 
 def test_a_cr_waiting_on_a_429_pause_shows_the_pause(pages, dashboard: Dashboard):
@@ -391,7 +446,15 @@ def test_the_instance_page_shows_the_instance_and_lists_its_crs(pages, dashboard
             "rows => rows.map(r => [r.dataset.object.split('/')[1], r.dataset.state])"
         )
     )
-    on_it = [*READY_NAMES, *READY_WITH_WARNINGS, REFUSED, UNDELIVERED, REVOKED, SERVER_DOWN]
+    on_it = [
+        *READY_NAMES,
+        *READY_WITH_WARNINGS,
+        REFUSED,
+        UNDELIVERED,
+        REVOKED,
+        SERVER_DOWN,
+        *MORE_REFUSED,
+    ]
     assert sorted(states) == sorted(on_it)
     assert states[REVOKED] == "blocked" and states[KEYS_MISSING] == "warning"
     # From an object to its namespace and target, and back.
@@ -444,12 +507,14 @@ def test_the_pages_fit_the_screen(pages, dashboard: Dashboard, width: int):
     ):
         visit.goto(dashboard.base + path)
         visit.snap(f"{label}-{width}")
-        # No cell sticks out of the window, and none overflows its own box (clipped text).
+        # No cell sticks out of the window, and none overflows its own box (clipped text),
+        # but for the list's one-line cells, which end in an ellipsis by design.
         sticking_out = visit.page.evaluate(
             """() => [...document.querySelectorAll("#content th, #content td")]
                 .filter((cell) => cell.getBoundingClientRect().right
                     > document.documentElement.clientWidth + 0.5
-                    || cell.scrollWidth > cell.clientWidth + 1)
+                    || (cell.scrollWidth > cell.clientWidth + 1
+                        && getComputedStyle(cell).textOverflow !== "ellipsis"))
                 .map((cell) => `${cell.className || "-"} ${cell.scrollWidth}/${cell.clientWidth}: `
                     + cell.textContent.trim().slice(0, 30))"""
         )

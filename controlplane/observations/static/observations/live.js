@@ -23,13 +23,15 @@
 
   function refreshRelative() {
     document.querySelectorAll("[data-relative-to]").forEach(function (element) {
-      element.textContent = "(" + relative(element.dataset.relativeTo) + ")";
+      const shown = relative(element.dataset.relativeTo);
+      element.textContent = element.dataset.relativeBare ? shown : "(" + shown + ")";
     });
   }
 
-  // Not under a user choosing rows for an action or typing a search.
+  // Not under a user choosing rows for an action, reading an opened row or typing a search.
   function busyUser() {
     if (document.querySelector("#result_list input.action-select:checked")) return true;
+    if (document.querySelector("#result_list details[open]")) return true;
     const active = document.activeElement;
     return Boolean(active && active.matches("input[type=text], input[type=search], select"));
   }
@@ -70,6 +72,31 @@
       state.running = false;
     }
   }
+
+  // A remediation's command, copied as it stands: the clipboard API where the page is a secure
+  // context (https, localhost), else a selection and the older copy command.
+  async function copyCommand(button) {
+    const code = button.previousElementSibling;
+    if (!code) return;
+    const text = code.textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (error) {
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      document.execCommand("copy");
+    }
+    button.classList.add("copied");
+    setTimeout(function () { button.classList.remove("copied"); }, 2000);
+  }
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("button.copy");
+    if (button) copyCommand(button);
+  });
 
   setInterval(refreshRelative, 5000);
   if (!live) return;
