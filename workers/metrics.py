@@ -51,6 +51,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, REASONS, UNRECONCILED
+from .engine.decide_after_fetch import UNANSWERED_WAITS
 from .engine.outcome import Requeue
 from .engine.reconcile import RunResult
 
@@ -98,6 +99,7 @@ def lifecycle_label(lifecycle: str | None) -> str:
 
 NO_BLOCKER = "none"
 EXPIRY_REASONS = tuple(REASONS[CREDENTIAL_EXPIRY]["True"])  # ExpiresSoon, Expired
+FETCH_WAITS = ("InstancePaused", *UNANSWERED_WAITS)  # runs that waited instead of fetching
 _BLOCKER = re.compile(r"^[A-Z][A-Za-z]{0,31}/[A-Za-z]{1,63}$")  # S5.1 Type/Reason
 
 
@@ -152,6 +154,14 @@ class Metrics:
             "hikyo_operator_fetch_429_total",
             "Delivery fetches answered 429 (S4.1.6), by HikyoInstance.",
             ["instance"],
+            registry=r,
+        )
+        self.fetch_waits = Counter(
+            "hikyo_operator_fetch_waits_total",
+            "Runs that waited instead of fetching, by HikyoInstance and why: InstancePaused "
+            "(a 429 pause, S4.1.6), InstanceUnresponsive or CredentialUnanswered (S4.1.9). "
+            "A wait is not a failure: the CR keeps its conditions.",
+            ["instance", "reason"],
             registry=r,
         )
         self.foreign_owner = Gauge(
@@ -270,6 +280,9 @@ class Metrics:
             self.fetch_seconds.labels(instance).observe(max(result.fetch_seconds, 0.0))
             if result.fetch_status == 429:
                 self.fetch_429.labels(instance).inc()
+        if outcome.reason in FETCH_WAITS:
+            instance = name_label(result.names.get("instance") or result.instance)
+            self.fetch_waits.labels(instance, outcome.reason).inc()
         namespace = name_label(result.namespace)
         self.namespace_forbidden.labels(namespace).set(
             1 if outcome.reason == "NamespaceNotBound" else 0

@@ -60,6 +60,11 @@ class TrackedObject(models.Model):
     names = models.JSONField(default=dict)
     # A 429 pause of (instance, org) holds this CR back: when it runs again (S4.1.6).
     paused_until = models.DateTimeField(null=True)
+    # Its requests wait on an instance that does not answer (S4.1.9): the wait's reason
+    # (InstanceUnresponsive or CredentialUnanswered) and since when; the last try is
+    # last_checked_at.
+    waiting_reason = models.CharField(max_length=32, blank=True)
+    waiting_since = models.DateTimeField(null=True)
     # The workloads (``Kind/name``) the latest restamping run asked to restart (S6.4), and when.
     rolled = models.CharField(max_length=500, blank=True)
     rolled_at = models.DateTimeField(null=True)

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from workers.engine.conditions import READY, SYNCED, Condition
+from workers.engine.decide_after_fetch import UNANSWERED_WAITS
 from workers.engine.explain import blocking_condition
 from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
@@ -254,6 +255,16 @@ def _note_run(
         tracked.runs_unchanged += 1
 
 
+def _note_waiting(tracked: TrackedObject, reason: str, started: datetime) -> None:
+    """S4.1.9: a run that waited on an unanswering instance starts (or continues) the wait;
+    any other run ends it."""
+    if reason in UNANSWERED_WAITS:
+        if tracked.waiting_reason != reason or tracked.waiting_since is None:
+            tracked.waiting_reason, tracked.waiting_since = reason, started
+    else:
+        tracked.waiting_reason, tracked.waiting_since = "", None
+
+
 def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: datetime) -> None:
     """The list's columns that a RunResult tells when it knows them; names and counts only
     (``outcome.status`` also holds the cursor and stamp: only keyCount/lastDelivery are read)."""
@@ -271,6 +282,7 @@ def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: d
         tracked.paused_until = started + timedelta(seconds=outcome.delay or 0.0)
     elif outcome.fetched:
         tracked.paused_until = None
+    _note_waiting(tracked, outcome.reason, started)
     if "keyCount" in outcome.status:
         count = outcome.status["keyCount"]
         tracked.key_count = count if isinstance(count, int) and count >= 0 else None

@@ -58,6 +58,22 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """S4.1.9: the CR's requests wait on an instance that does not answer, since ``since``;
+    its last try was ``last_try``. A wait, not a failure: its conditions stay as they were."""
+
+    reason: str
+    instance: str
+    since: datetime
+    last_try: datetime | None
+    parts: tuple[Part, ...]
+
+    @property
+    def remediation(self) -> str:
+        return "".join(part.text for part in self.parts)
+
+
+@dataclass(frozen=True)
 class Line:
     """One line of "why": a problem's kind (the state it gives), ``Type/Reason`` and message;
     a pause's line carries the pause (instance, org, end)."""
@@ -66,6 +82,7 @@ class Line:
     name: str
     message: str
     pause: Pause | None = None
+    waiting: Waiting | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,7 @@ class Why:
     warnings: list[Problem] = field(default_factory=list)
     pause: Pause | None = None
     earlier: list[Problem] = field(default_factory=list)  # superseded: shown as history
+    waiting: Waiting | None = None
 
     @property
     def instance_missing(self) -> bool:
@@ -90,6 +108,8 @@ class Why:
     def lines(self) -> list[Line]:
         """What the page shows of it, one line each: the pause, the blocker, the warnings."""
         found = []
+        if self.waiting is not None:
+            found.append(Line(PAUSED_STATE, self.waiting.reason, "", waiting=self.waiting))
         if self.pause is not None:
             found.append(Line(PAUSED_STATE, PAUSED_REASON, "", self.pause))
         if self.blocker is not None:
@@ -99,7 +119,7 @@ class Why:
 
     @property
     def state(self) -> str:
-        if self.pause is not None:
+        if self.pause is not None or self.waiting is not None:
             return PAUSED_STATE
         if self.blocker is not None and self.ready is not True:
             return BLOCKED_STATE
@@ -125,6 +145,7 @@ def why(
     paused_until: datetime | None,
     now: datetime,
     fetched_ok_at: datetime | None = None,
+    waiting: tuple[str, datetime | None, datetime | None] = ("", None, None),
 ) -> Why:
     """The first blocker, the warnings and a pause still running at ``now``; a failed Synced
     from before the last successful fetch (``fetched_ok_at``) is history, not a warning."""
@@ -146,7 +167,12 @@ def why(
         reason = str(condition.get("reason") or "")
         found = problem(f"{condition['type']}/{reason}", reason, names, condition)
         (earlier if superseded(condition, fetched_ok_at) else warnings).append(found)
-    return Why(ready, blocking, warnings, pause, earlier)
+    reason, since, last_try = waiting
+    waits = None
+    if reason and since is not None:
+        parts = tuple(remediation_parts(reason, names))
+        waits = Waiting(reason, names.get("instance", ""), since, last_try, parts)
+    return Why(ready, blocking, warnings, pause, earlier, waits)
 
 
 def superseded(condition: Mapping[str, Any], fetched_ok_at: datetime | None) -> bool:
@@ -202,4 +228,5 @@ def of(tracked: Any, now: datetime) -> Why:
         paused_until=tracked.paused_until,
         now=now,
         fetched_ok_at=tracked.last_fetch_ok_at,
+        waiting=(tracked.waiting_reason, tracked.waiting_since, tracked.last_checked_at),
     )

@@ -14,7 +14,7 @@ from controlplane.observations import instances, timeline, times, why
 from tests.support.factories import make_hikyosecret
 from workers.engine.explain import blocking_condition, status_remediation
 from workers.engine.facts import Cause
-from workers.engine.remediation import spec_context
+from workers.engine.remediation import remediation, spec_context
 
 NOW = datetime(2026, 12, 4, 21, 37, 12, tzinfo=UTC)
 
@@ -319,3 +319,30 @@ def test_a_failed_synced_from_before_the_last_successful_fetch_is_history_not_a_
     later = fetched - timedelta(minutes=31)
     assert why.warning_names(conditions, blocker, later) == "Synced/FetchFailed"
     assert why.warning_names(conditions, blocker, None) == "Synced/FetchFailed"
+
+
+def test_a_cr_waiting_on_an_unanswering_instance_is_paused_not_failed():
+    """S4.1.9: its conditions stay as they were (Ready here); the wait shows with its reason,
+    instance, since and last try, and explain's text for that wait."""
+    cr = _cr(instanceRef={"name": "eu"}, scope={"org": "org_ledger"})
+    since, last = NOW - timedelta(minutes=3), NOW - timedelta(seconds=20)
+    conditions = [_cond("Ready", "True", "Reconciled"), _cond("Synced", "True", "Current")]
+    found = why.why(
+        conditions=conditions,
+        lifecycle="Synced",
+        ready=True,
+        names=spec_context(cr),
+        paused_until=None,
+        now=NOW,
+        waiting=("InstanceUnresponsive", since, last),
+    )
+    assert found.state == why.PAUSED_STATE and found.blocker is None and found.warnings == []
+    assert found.waiting is not None
+    assert (found.waiting.instance, found.waiting.since, found.waiting.last_try) == (
+        "eu",
+        since,
+        last,
+    )
+    assert found.waiting.remediation == remediation("InstanceUnresponsive", spec_context(cr))
+    assert found.waiting.remediation.startswith("HikyoInstance eu stopped answering")
+    assert [line.name for line in found.lines] == ["InstanceUnresponsive"]

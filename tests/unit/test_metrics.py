@@ -138,6 +138,28 @@ def test_the_settled_requeue_maps_to_controller_runtimes_result(
     assert value(registry, "controller_runtime_reconcile_errors_total", **ctrl) == errors
 
 
+@pytest.mark.parametrize(
+    "reason", ["InstancePaused", "InstanceUnresponsive", "CredentialUnanswered"]
+)
+def test_a_run_that_waited_is_counted_per_instance_and_reason(m, registry, reason):
+    m.record_run(
+        run_result(reason, Requeue.AFTER, lifecycle=None, instance="inst-a", delay=1.0),
+        Requeue.AFTER,
+        0.01,
+        "u1",
+    )
+    m.record_run(run_result("Current", instance="inst-a"), Requeue.RESYNC, 0.01, "u2")
+    assert (
+        value(registry, "hikyo_operator_fetch_waits_total", instance="inst-a", reason=reason) == 1
+    )
+    for other in {"InstancePaused", "InstanceUnresponsive", "CredentialUnanswered", "Current"} - {
+        reason
+    }:
+        assert value(
+            registry, "hikyo_operator_fetch_waits_total", instance="inst-a", reason=other
+        ) in (0, None)
+
+
 def test_a_429_is_counted_per_instance_and_a_run_without_a_fetch_observes_no_duration(m, registry):
     m.record_run(
         run_result("FetchFailed", Requeue.AFTER, lifecycle="Retained", instance="inst-a",

@@ -563,3 +563,19 @@ def test_a_cr_whose_only_recorded_runs_waited_shows_the_state_they_read():
     record_run(waited, T0, 0.01)
     tracked = TrackedObject.objects.get(uid=UID)
     assert tracked.lifecycle == "Synced" and tracked.ready is True
+
+
+@pytest.mark.django_db
+def test_an_s4_1_9_wait_is_kept_from_its_first_run_until_a_run_that_did_not_wait():
+    later = T0 + timedelta(seconds=30)
+    record_run(_result(reason="InstanceUnresponsive", requeue=Requeue.AFTER), T0, 0.01)
+    record_run(_result(reason="InstanceUnresponsive", requeue=Requeue.AFTER), later, 0.01)
+    tracked = TrackedObject.objects.get(uid=UID)
+    assert (tracked.waiting_reason, tracked.waiting_since) == ("InstanceUnresponsive", T0)
+    assert tracked.last_checked_at == later  # the last try
+    record_run(_result(reason="CredentialUnanswered", requeue=Requeue.AFTER), later, 0.01)
+    tracked.refresh_from_db()
+    assert (tracked.waiting_reason, tracked.waiting_since) == ("CredentialUnanswered", later)
+    record_run(_result(reason="Current"), later + timedelta(seconds=5), 0.01)
+    tracked.refresh_from_db()
+    assert (tracked.waiting_reason, tracked.waiting_since) == ("", None)

@@ -43,6 +43,7 @@ NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
 # S4.1.9: waiting, like a pause, for the probe of an instance or of a credential's requests
 INSTANCE_UNRESPONSIVE = "InstanceUnresponsive"
 CREDENTIAL_UNANSWERED = "CredentialUnanswered"
+UNANSWERED_WAITS = (INSTANCE_UNRESPONSIVE, CREDENTIAL_UNANSWERED)  # S4.1.9: waits, not failures
 _PROBED = {
     Gate.UNRESPONSIVE: INSTANCE_UNRESPONSIVE,
     Gate.CREDENTIAL_UNANSWERED: CREDENTIAL_UNANSWERED,
