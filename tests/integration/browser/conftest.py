@@ -49,6 +49,7 @@ EXPIRING = "expiring"  # its credential expires in 3 days: Ready, with a warning
 DREW_429 = "drew-429"  # its fetch drew a 429 (Retry-After: 300) from the busy instance
 WAITS_429 = "waits-429"  # created after: waits on the pause of (busy instance, org)
 PAUSE_SECONDS = "300"  # the longest pause (S4.1.6), so it outlasts the tests that look at it
+HANGS = "hangs"  # its credential's token hangs 45 s, past the operator's 30 s (S4.1.9)
 MISMATCHED = "wrong-instance"  # its credential is labelled for the busy instance
 UNACKNOWLEDGED = "loader-keys"  # maps LOG_LEVEL to LD_PRELOAD and acknowledges nothing
 BAD_TEMPLATE = "bad-template"  # a template with a filter Jinja does not have
@@ -63,6 +64,7 @@ NOT_READY = (
     NO_INSTANCE,
     DREW_429,
     WAITS_429,
+    HANGS,
     *MORE_REFUSED,
 )
 READY_WITH_WARNINGS = (KEYS_MISSING, EXPIRING)
@@ -127,13 +129,14 @@ class Broken:
     busy_instance: str = field(default_factory=lambda: f"busy-{uuid.uuid4().hex[:8]}")
     missing_instance: str = field(default_factory=lambda: f"old-{uuid.uuid4().hex[:8]}")
     revoked: str = field(default_factory=lambda: canary("token"))
+    hanging: str = field(default_factory=lambda: canary("token"))
     failing: str = field(default_factory=lambda: canary("token"))
     expiring: str = field(default_factory=lambda: canary("token"))
     limited: str = field(default_factory=lambda: canary("token"))
 
     @property
     def tokens(self) -> tuple[str, ...]:
-        return (self.revoked, self.failing, self.expiring, self.limited)
+        return (self.revoked, self.failing, self.expiring, self.limited, self.hanging)
 
 
 def _populate(world: World, broken: Broken) -> None:
@@ -164,6 +167,7 @@ def _populate(world: World, broken: Broken) -> None:
         (broken.revoked, "revoked-credential", Fault.unauthorized(), None),
         (broken.failing, "failing-credential", Fault.status(503), None),
         (broken.expiring, "expiring-credential", None, soon),
+        (broken.hanging, "hanging-credential", Fault.slow(45.0), None),
     ):
         devserver.add_credential(token, *world.scope, expires_at=expires)
         if fault is not None:
@@ -172,6 +176,7 @@ def _populate(world: World, broken: Broken) -> None:
     world.create_cr(REVOKED, target={"name": "revoked-env"}, auth=_secret("revoked-credential"))
     world.create_cr(SERVER_DOWN, target={"name": "down-env"}, auth=_secret("failing-credential"))
     world.create_cr(EXPIRING, target={"name": "expiring-env"}, auth=_secret("expiring-credential"))
+    world.create_cr(HANGS, target={"name": "hangs-env"}, auth=_secret("hanging-credential"))
     world.create_cr(
         NO_INSTANCE,
         target={"name": "no-instance-env"},
@@ -258,6 +263,7 @@ def _converged(dashboard: Dashboard) -> bool:
         SERVER_DOWN: "status 503",
         NO_INSTANCE: "not found",
         DREW_429: "status 429",
+        HANGS: "timeout",  # its own failure, after the operator's 30 s (S3.5, S4.1.9)
     }
     return (
         all(_reason(items[name], "Ready") == ("True", "Reconciled") for name in ready)

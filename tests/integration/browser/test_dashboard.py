@@ -28,6 +28,7 @@ from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from .conftest import (
     DREW_429,
     EXPIRING,
+    HANGS,
     KEYS_MISSING,
     MISMATCHED,
     MORE_REFUSED,
@@ -386,6 +387,39 @@ def test_the_list_reads_one_line_per_row_with_what_to_do_one_click_away(
     assert copied == commands[0]
 
 
+def test_one_hanging_token_fails_only_its_own_cr(pages, dashboard: Dashboard):
+    """Issue 49 (S3.5, S4.1.9): one credential's token hangs 45 s while every other answers.
+    Only its CR shows the timeout; every other CR of the instance keeps its own condition and
+    Ready state, and kubectl and the list agree on each."""
+    visit = pages("viewer")
+    visit.goto(dashboard.base + CHANGELIST)
+    items = {item["metadata"]["name"]: item for item in dashboard.hikyosecrets()}
+    rows = visit.page.locator("#result_list tbody tr")
+    listed = dict(
+        rows.evaluate_all(
+            """rows => rows.map(r => [r.querySelector("th.field-name").textContent.trim(),
+                [r.querySelector("td.field-ready_shown .state").textContent.trim(),
+                 r.querySelector("td.field-why_shown").textContent]])"""
+        )
+    )
+    assert sorted(listed) == sorted(items)
+    for name, item in items.items():
+        state, why_text = listed[name]
+        ready = _reason(item, "Ready")
+        assert (state in ("Ready", "Warning")) == (ready == ("True", "Reconciled")), (name, state)
+        messages = " ".join(
+            c.get("message", "") for c in (item.get("status") or {}).get("conditions") or []
+        )
+        hung = "timeout" in messages or "did not answer" in messages
+        assert hung == (name == HANGS), (name, messages)
+        assert ("timeout" in why_text) == (name == HANGS), (name, why_text)
+        assert "InstanceUnresponsive" not in why_text, (name, why_text)  # one credential only
+        # Its own credential's later requests wait behind one probe; nobody else's do.
+        assert name == HANGS or "CredentialUnanswered" not in why_text, (name, why_text)
+    assert _reason(items[HANGS], "Synced") == ("False", "FetchFailed")
+    assert listed[HANGS][0] in ("Blocked", "Paused")
+
+
 def test_a_cr_waiting_on_a_429_pause_shows_the_pause(pages, dashboard: Dashboard):
     world, broken = dashboard.world, dashboard.broken
     visit = pages("viewer")
@@ -453,6 +487,7 @@ def test_the_instance_page_shows_the_instance_and_lists_its_crs(pages, dashboard
         UNDELIVERED,
         REVOKED,
         SERVER_DOWN,
+        HANGS,
         *MORE_REFUSED,
     ]
     assert sorted(states) == sorted(on_it)
