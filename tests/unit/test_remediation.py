@@ -341,6 +341,8 @@ def test_each_command_is_a_piece_of_its_own_that_runs_as_it_stands():
         "--from-file=hikyo-token=./hikyo-token",
         "kubectl -n payments label secret hikyo-payments-credential --overwrite "
         'hikyo.dev/delivery="true" hikyo.dev/instance=primary',
+        "kubectl -n payments annotate hksec payments-config --overwrite "
+        "hikyo.dev/force-sync=$(date +%s)",
     ]
     unauthorized = remediation_parts("FetchFailed", CONTEXT | {"cause": Cause.UNAUTHORIZED})
     assert [p.text for p in unauthorized if p.command][-1] == (
@@ -351,5 +353,33 @@ def test_each_command_is_a_piece_of_its_own_that_runs_as_it_stands():
 
 def test_a_name_cannot_open_or_close_a_command():
     parts = remediation_parts("MergeTargetMissing", CONTEXT | {"target": "a`b"})
-    assert not any(p.command for p in parts)
-    assert "Secret a`b does not exist" in "".join(p.text for p in parts)
+    assert [p.text for p in parts if p.command] == [
+        "kubectl -n payments annotate hksec payments-config --overwrite "
+        "hikyo.dev/force-sync=$(date +%s)"
+    ]
+    assert "Secret a`b does not exist" in "".join(p.text for p in parts if not p.command)
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("SecretNotDesignated", ""),
+        ("InstanceMismatch", ""),
+        ("ManagedSecretNotOwned", ""),
+        ("UndeliveredSecrets", ""),
+        ("KeysMissing", ""),
+        ("Expired", ""),
+        ("FetchFailed", Cause.UNAUTHORIZED),
+        ("FetchFailed", Cause.SERVER),
+        ("FetchFailed", Cause.TOKEN_REQUEST),
+    ],
+)
+def test_a_fix_made_outside_the_cr_ends_with_the_command_that_runs_it_now(reason, cause):
+    """The operator watches neither Secrets nor the Hikyo server: without this last command
+    the fixed CR waits for its resync or backoff."""
+    parts = remediation_parts(reason, CONTEXT | ({"cause": cause} if cause else {}))
+    last = [p.text for p in parts if p.command][-1]
+    assert last == (
+        "kubectl -n payments annotate hksec payments-config --overwrite "
+        "hikyo.dev/force-sync=$(date +%s)"
+    )

@@ -31,6 +31,9 @@ _LABEL = (
 _FORCE_SYNC = (
     "`kubectl -n {namespace} annotate hksec {name} --overwrite hikyo.dev/force-sync=$(date +%s)`"
 )
+# The operator watches neither Secrets nor the Hikyo server (S4.1.1): a fix made there is seen
+# at the CR's next run, so the text ends with the command that runs it now.
+_NOW = " Then run it now: " + _FORCE_SYNC + "."
 _MINT = (
     "`hikyo sa credential mint --sa SA_ID --lifetime 720h --output-file ./hikyo-token`, where "
     "SA_ID is the Hikyo service account's ID, which `hikyo sa list` shows"
@@ -66,7 +69,7 @@ TEXTS: dict[str, str] = {
         "(the output file of hikyo sa credential mint; one trailing newline is fine) and carry "
         'both labels hikyo.dev/delivery="true" and hikyo.dev/instance={instance}. If it does '
         "not exist, create it first: `kubectl -n {namespace} create secret generic "
-        "{credential} --from-file=hikyo-token=./hikyo-token`; then label it: " + _LABEL
+        "{credential} --from-file=hikyo-token=./hikyo-token`; then label it: " + _LABEL + "."
     ),
     "ServiceAccountNotDesignated": (
         "ServiceAccount {credential} in namespace {namespace} must exist and carry both labels "
@@ -121,10 +124,9 @@ TEXTS: dict[str, str] = {
         "The credential receives only the presence of secret keys {keys}. A Hikyo operator "
         "enables the project's machine-reveal opt-in: `hikyo project-settings machine-reveal set "
         "--enabled true` (or the toggle on the Machine access page), then grants reveal to the "
-        "workload principal on the environment: `hikyo access grant add --principal MCH_ID "
-        "--capability reveal --env {environment}`, where MCH_ID is the credential's principal "
-        "(its mch_ ID, which `hikyo sa list` shows; or Members → New grant). Or set "
-        "spec.projection: config-only to deliver config keys only."
+        "credential's principal: `hikyo access grant add --principal MCH_ID --capability "
+        "reveal --env {environment}` (MCH_ID: its mch_ ID, which `hikyo sa list` shows; or "
+        "Members → New grant). Or set spec.projection: config-only for config keys only."
     ),
     "KeysMissing": (
         "Mapped keys {keys} are missing: publish them in Hikyo or remove them from "
@@ -266,6 +268,28 @@ _BY_CAUSE: dict[tuple[str, str], str] = {
         "whose secretKey is each of them (e.g. key: TLS_CERTIFICATE, secretKey: tls.crt)."
     ),
 }
+
+# Fixed outside the HikyoSecret (a Secret, the Hikyo server, the chart), which the operator does
+# not watch: these texts end with the command that runs the HikyoSecret now (_NOW).
+_FIXED_ELSEWHERE = (
+    "SecretNotDesignated",
+    "ServiceAccountNotDesignated",
+    "InstanceMismatch",
+    "ManagedSecretNotOwned",
+    "MergeTargetMissing",
+    "KeyOwnedElsewhere",
+    "UndeliveredSecrets",
+    "NotMaterialized",
+    "KeysMissing",
+    "InvalidSecretData",
+    "ExpiresSoon",
+    "Expired",
+    "AuthorizationWithdrawn",
+)
+for _reason in _FIXED_ELSEWHERE:
+    TEXTS[_reason] += _NOW
+for _cause in ("R6", "R12", "admission", "confirming"):
+    _BY_CAUSE[("FetchFailed", _cause)] += _NOW
 
 # Outcomes of a run that set no S5.1 condition (R0-R2, S4.1.6, S4.15), for ``explain``.
 OUTCOME_TEXTS: dict[str, str] = {

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
+from localcluster import locate_binaries
 from tests.integration.conftest import SWEPT
 from tests.support.browser import SKIP_BROWSER, Pages, screenshot_dir
 from tests.support.factories import GROUP, VERSION
+from tests.support.operator_harness import os_env
 from tests.support.waiting import wait_for
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
@@ -39,6 +42,7 @@ from .conftest import (
     REFUSED,
     REVOKED,
     SERVER_DOWN,
+    UNACKNOWLEDGED,
     UNDELIVERED,
     WAITS_429,
     Dashboard,
@@ -648,3 +652,43 @@ def test_a_viewer_gets_403_on_force_resync(pages, dashboard: Dashboard):
     visit.snap("viewer-action-403")
     annotations = world.cr(REFUSED)["metadata"].get("annotations") or {}
     assert FORCE_SYNC_ANNOTATION not in annotations
+
+
+def test_zz_the_commands_on_the_page_fix_their_breakage(pages, dashboard: Dashboard, tmp_path):
+    """Issue 49 item 6: the commands a row's "what to do" shows, pasted into a shell as they
+    stand (kubectl on the PATH, the operator's kubeconfig, the minted token file in the working
+    directory), fix their breakage: the CR becomes Ready with its next run. Last in the module:
+    it repairs two of the world's breakages."""
+    world = dashboard.world
+    (tmp_path / "hikyo-token").write_text(
+        world.token + "\n"
+    )  # what `hikyo sa credential mint` wrote
+    kubectl = locate_binaries().kubectl
+    env = {
+        **os_env(),
+        "PATH": f"{kubectl.parent}:{os_env().get('PATH', '')}",
+        "KUBECONFIG": dashboard.operator.env["KUBECONFIG"],
+    }
+    visit = pages("operator")
+    for name in (UNACKNOWLEDGED, REFUSED):
+        visit.goto(f"{dashboard.base}{CHANGELIST}?ready=not")
+        row = list_row(name)
+        visit.page.click(f"{row} details.why-row summary")
+        commands = visit.page.locator(f"{row} .todo code.command").all_text_contents()
+        assert commands, name
+        for command in commands:
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, (name, command, done.stderr[-500:])
+        wait_for(
+            lambda name=name: world.conditions(name)["Ready"][0] == "True",
+            timeout=PAGE_POLL_TIMEOUT,
+            interval=1,
+            what=f"{name} Ready after its remediation's commands",
+        )
