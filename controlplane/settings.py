@@ -191,6 +191,8 @@ MIDDLEWARE = [
     "controlplane.observations.security.ContentSecurityPolicy",
     # Static files answer here, before sessions and the database (whitenoise's documented spot).
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A page that met a missing table (the store re-created empty) migrated it: ask again.
+    "controlplane.observations.healing.HealStore",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Failed logins counted per client: over the limit, a login POST is answered 429.

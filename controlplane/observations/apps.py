@@ -8,6 +8,11 @@ class ObservationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from controlplane.observations import login_throttle
+        from django.core.signals import got_request_exception
+
+        from controlplane.observations import healing, login_throttle
 
         login_throttle.connect()
+        got_request_exception.connect(
+            healing.heal_after_request_error, dispatch_uid="hikyo-heal-store"
+        )

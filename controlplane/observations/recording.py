@@ -26,6 +26,7 @@ from workers.engine.outcome import Requeue
 from workers.engine.reconcile import RunResult
 from workers.reporting import ReportAttempt, attempt_fields
 
+from .healing import HEALER
 from .managers import FORGET_UNCHECKED_AFTER
 from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
 from .why import warning_names
@@ -54,14 +55,24 @@ Run = tuple[RunResult, datetime, float]  # a result, when its run started, how l
 
 def record_run(result: RunResult, started: datetime, duration_seconds: float) -> None:
     """Records one reconcile; a recording failure is logged, never raised (it must not block)."""
-    try:
-        if result.uid:
-            _record_alone((result, started, duration_seconds))
-        elif result.outcome.reason == "Gone":
-            _mark_gone(result, started)
-    except Exception:
-        log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
+    for attempt in (1, 2):
+        try:
+            if result.uid:
+                _record_alone((result, started, duration_seconds))
+            elif result.outcome.reason == "Gone":
+                _mark_gone(result, started)
+            break
+        except Exception as error:
+            if attempt == 1 and _healed(error):
+                continue  # the store was re-created empty: migrated, so once more
+            log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
+            break
     _sweep_now_and_then(started)
+
+
+def _healed(error: BaseException) -> bool:
+    """A missing table noted and, outside a transaction, migrated: worth one more try."""
+    return HEALER.note(error) and not connection.in_atomic_block and HEALER.heal()
 
 
 def record_runs(runs: Sequence[Run]) -> None:
@@ -325,7 +336,8 @@ def record_report(attempt: ReportAttempt) -> None:
         with transaction.atomic():
             StatusReport.objects.create(**attempt_fields(attempt))
             StatusReport.objects.prune(attempt.key.uid)
-    except Exception:
+    except Exception as error:
+        HEALER.note(error)
         log.exception("recording the status report of %s failed", attempt.key)
 
 
@@ -431,6 +443,7 @@ class BackgroundRecorder:
                 except queue.Empty:
                     break
             stopping = batch[-1] is None
+            HEALER.heal()  # a table found missing last time: migrate first, outside the batch
             try:
                 self._write([item for item in batch if item is not None])
             finally:
@@ -460,9 +473,11 @@ class BackgroundRecorder:
                     try:
                         with transaction.atomic():
                             write(args)
-                    except Exception:  # the writes log their own failures; this is a last net
+                    except Exception as error:  # the writes log their own; a last net
+                        HEALER.note(error)
                         log.exception("recording an observation failed")
-        except Exception:  # the commit itself failed: the batch is lost, the next one tries
+        except Exception as error:  # the commit itself failed: the batch is lost, the next tries
+            HEALER.note(error)
             log.exception("recording a batch of observations failed")
 
     def flush(self, timeout: float = 10.0) -> None:

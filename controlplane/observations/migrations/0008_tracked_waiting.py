@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('observations', '0007_reconcilerun_facts'),
+        ("observations", "0007_reconcilerun_facts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='trackedobject',
-            name='waiting_reason',
+            model_name="trackedobject",
+            name="waiting_reason",
             field=models.CharField(blank=True, max_length=32),
         ),
         migrations.AddField(
-            model_name='trackedobject',
-            name='waiting_since',
+            model_name="trackedobject",
+            name="waiting_since",
             field=models.DateTimeField(null=True),
         ),
     ]
