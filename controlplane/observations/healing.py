@@ -36,7 +36,8 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 def missing_table(error: BaseException) -> bool:
     """Whether ``error`` says a table of the store does not exist."""
     for item in _chain(error):
-        if getattr(item, "pgcode", None) == UNDEFINED_TABLE:
+        # psycopg 3 names the SQLSTATE ``sqlstate``; psycopg2 named it ``pgcode``.
+        if UNDEFINED_TABLE in (getattr(item, "sqlstate", None), getattr(item, "pgcode", None)):
             return True
         if isinstance(item, sqlite3.OperationalError) and str(item).startswith("no such table"):
             return True

@@ -22,7 +22,7 @@ T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
 
 class _UndefinedTable(Exception):
-    pgcode = "42P01"
+    sqlstate = "42P01"  # as psycopg 3 names it
 
 
 def _wrapped(cause: BaseException) -> ProgrammingError:
