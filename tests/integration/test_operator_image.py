@@ -197,6 +197,8 @@ def test_the_image_holds_no_test_double(archive):
     assert f"{SITE_PACKAGES}/controlplane/__main__.py" in files  # the product is there
     assert f"{SITE_PACKAGES}/k8s/crds/hikyo.dev_hikyosecrets.yaml" in files
     assert doubles == []
+    # Issue 51: only the doubles mint certificates, so the image has no cryptography.
+    assert not [name for name in files if name.startswith(f"{SITE_PACKAGES}/cryptography")]
 
 
 def image_files(archive: Path) -> set[str]:
