@@ -4,6 +4,7 @@ another tool made, with server-side apply, and never creates, adopts or empties 
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 
 import pytest
 from kubernetes import client
@@ -11,7 +12,7 @@ from kubernetes import client
 from k8s.errors import Conflict
 from k8s.gateway import KubeCluster
 from tests.support.clocks import ShiftedClock, on_clock
-from workers.engine.merge import MERGE_FINALIZER
+from workers.engine.merge import MERGE_FINALIZER, KeysOwnedElsewhere, merge_keys
 from workers.engine.ports import FIELD_MANAGER
 
 MERGE_TARGET = {"name": "app-env", "creationPolicy": "Merge"}
@@ -150,3 +151,21 @@ def test_a_withdrawn_authorization_removes_only_our_keys_and_keeps_the_secret(wo
     assert secret.keys_managed_by(FIELD_MANAGER) == frozenset()
     assert world.status()["keyCount"] == 0
     assert "left without this HikyoSecret's keys" in world.message("Scrubbed")
+
+
+def test_a_409_field_conflict_from_the_apiserver_is_keys_owned_elsewhere_not_a_failure(world):
+    """S11.4's second line: the pre-check reads managedFields before applying; should it miss
+    an owner, the apiserver's 409 names the keys (FieldManagerConflict causes), and the apply
+    becomes KeysOwnedElsewhere with those names, not a plain write failure."""
+    _helm_secret(world, {"log-level": b"from-the-chart", "helm-key": b"x"})
+    cluster = KubeCluster(world.api_client)
+    read = cluster.get_secret(world.namespace, "app-env")
+    assert read is not None and read.keys_managed_by("helm") == {"log-level", "helm-key"}
+    blind = replace(read, data_managers={})  # as if the pre-check had seen no other owner
+    result = merge_keys(
+        cluster, world.namespace, "app-env", {"log-level": b"ours", "DATABASE_URL": b"u"}, blind
+    )
+    assert result == KeysOwnedElsewhere(("log-level",))
+    after = cluster.get_secret(world.namespace, "app-env")
+    assert after is not None and after.data["log-level"] == b"from-the-chart"  # nothing written
+    assert "DATABASE_URL" not in after.data
