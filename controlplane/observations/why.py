@@ -27,15 +27,10 @@ PAUSED_REASON = "InstancePaused"
 READY_STATE, WARNING_STATE, BLOCKED_STATE, PAUSED_STATE = "ready", "warning", "blocked", "paused"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One condition that is not as it should be: ``Type/Reason``, its message, what to do."""
+class _Remedied:
+    """What to do, as ``parts`` (prose and commands, remediation_parts) and as one text."""
 
-    name: str
-    reason: str
-    message: str
-    parts: tuple[Part, ...]  # the remediation: prose and commands (remediation_parts)
-    cause: str = ""  # the condition's cause fact (facts.Cause), when it has one
+    parts: tuple[Part, ...]
 
     @property
     def remediation(self) -> str:
@@ -44,7 +39,18 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Pause:
+class Problem(_Remedied):
+    """One condition that is not as it should be: ``Type/Reason``, its message, what to do."""
+
+    name: str
+    reason: str
+    message: str
+    parts: tuple[Part, ...]
+    cause: str = ""  # the condition's cause fact (facts.Cause), when it has one
+
+
+@dataclass(frozen=True)
+class Pause(_Remedied):
     """A 429 pause of (instance, org) holding the CR back until ``until`` (S4.1.6)."""
 
     instance: str
@@ -52,13 +58,9 @@ class Pause:
     until: datetime
     parts: tuple[Part, ...]
 
-    @property
-    def remediation(self) -> str:
-        return "".join(part.text for part in self.parts)
-
 
 @dataclass(frozen=True)
-class Waiting:
+class Waiting(_Remedied):
     """S4.1.9: the CR's requests wait on an instance that does not answer, since ``since``;
     its last try was ``last_try``. A wait, not a failure: its conditions stay as they were."""
 
@@ -67,10 +69,6 @@ class Waiting:
     since: datetime
     last_try: datetime | None
     parts: tuple[Part, ...]
-
-    @property
-    def remediation(self) -> str:
-        return "".join(part.text for part in self.parts)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from workers.engine.ports import write_methods
 from workers.engine.settings import OperatorSettings
 
 OPERATOR_NAMESPACE = "hikyo-system"
+
+
 def settings_for(kubeconfig, **options):
     operator = OperatorSettings(operator_namespace=OPERATOR_NAMESPACE, **options)
     return override_settings(HIKYO_OPERATOR=operator, KUBECONFIG=str(kubeconfig))

@@ -44,8 +44,7 @@ def _last_write(obj: dict, subresource: str = "") -> datetime:
     times = [
         datetime.fromisoformat(entry["time"])
         for entry in obj["metadata"].get("managedFields") or []
-        if entry.get("manager") == "hikyo-operator"
-        and entry.get("subresource", "") == subresource
+        if entry.get("manager") == "hikyo-operator" and entry.get("subresource", "") == subresource
     ]
     assert times, f"no write by hikyo-operator to {subresource or 'the object'}"
     return max(times)

@@ -5,15 +5,10 @@ on SQLite: the newest rows stay, by the manager's order, ties broken by id."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.django_scripts import run_on_a_fresh_database
 
 # Runs in a child so Django binds to this database alone (the test session's Django is bound
 # to its own test database).
@@ -52,19 +47,7 @@ print(json.dumps({
 
 @pytest.mark.timeout(120)
 def test_pruning_keeps_the_newest_rows_of_one_object_on_postgresql(postgres_server, tmp_path):
-    name = f"prune_{uuid.uuid4().hex[:12]}"
-    with postgres_server.connect("postgres") as connection:
-        connection.execute(f"CREATE DATABASE {name} OWNER {postgres_server.ROLE}")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-        "HIKYO_OPERATOR_DATABASE_URL": postgres_server.url.rsplit("/", 1)[0] + f"/{name}",
-        "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
-        "PYTHONPATH": str(REPO),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=90
-    )
+    done = run_on_a_fresh_database(postgres_server, tmp_path, SCRIPT, "prune")
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["deleted"] == 14  # two objects pruned by one statement

@@ -58,9 +58,7 @@ def archive() -> Path:
 
 
 @pytest.fixture(scope="module")
-def image(
-    archive: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Podman, str]]:
+def image(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Podman, str]]:
     podman = Podman(tmp_path_factory.mktemp("podman"))
     image_id = podman.load(archive)
     IMAGE_FIGURES["archive_bytes"] = archive.stat().st_size
@@ -163,11 +161,28 @@ def test_the_image_runs_the_worker_command(image):
     entrypoint is `python -m`, and every module of the installed packages imports."""
     podman, image_id = image
     out = podman(
-        "run", "--rm", "--network", "none", "--read-only", "--user", "65532:65532",
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-        "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-        "--read-only-tmpfs=false", "--tmpfs", "/tmp:U",
-        "--entrypoint", "/usr/bin/python", image_id, "-c",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--user",
+        "65532:65532",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        "--read-only-tmpfs=false",
+        "--tmpfs",
+        "/tmp:U",
+        "--entrypoint",
+        "/usr/bin/python",
+        image_id,
+        "-c",
         "import importlib, pkgutil, sys\n"
         "import django; django.setup()\n"
         "for package in ('controlplane', 'workers', 'k8s', 'hikyo'):\n"
@@ -179,10 +194,28 @@ def test_the_image_runs_the_worker_command(image):
     )
     assert out.strip().endswith("imported")
     help_text = podman(
-        "run", "--rm", "--network", "none", "--read-only", "--user", "65532:65532",
-        "--cap-drop", "ALL", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-        "--read-only-tmpfs=false", "--tmpfs", "/tmp:U",
-        image_id, "celery", "-A", "workers.celery_app", "worker", "--help",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--user",
+        "65532:65532",
+        "--cap-drop",
+        "ALL",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        "--read-only-tmpfs=false",
+        "--tmpfs",
+        "/tmp:U",
+        image_id,
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+        "--help",
     )
     assert "--concurrency" in help_text
 
@@ -243,4 +276,3 @@ def image_summary() -> str | None:
     if not IMAGE_FIGURES:
         return None
     return "operator image: " + json.dumps(IMAGE_FIGURES, sort_keys=True)
-

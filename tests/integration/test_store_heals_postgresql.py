@@ -6,15 +6,10 @@ failing with UndefinedTable until the process restarts."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.django_scripts import run_on_a_fresh_database
 
 # A child process, so Django binds to this database alone.
 SCRIPT = """
@@ -52,19 +47,7 @@ print(json.dumps(sorted(TrackedObject.objects.values_list("uid", flat=True))))
 def test_a_store_emptied_under_a_running_process_is_migrated_by_its_next_write(
     postgres_server, tmp_path
 ):
-    name = f"heal_{uuid.uuid4().hex[:12]}"
-    with postgres_server.connect("postgres") as connection:
-        connection.execute(f"CREATE DATABASE {name} OWNER {postgres_server.ROLE}")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-        "HIKYO_OPERATOR_DATABASE_URL": postgres_server.url.rsplit("/", 1)[0] + f"/{name}",
-        "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
-        "PYTHONPATH": str(REPO),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=90
-    )
+    done = run_on_a_fresh_database(postgres_server, tmp_path, SCRIPT, "heal")
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["after"]  # "before" went
     assert "migrated it again" in done.stderr

@@ -16,34 +16,22 @@ from ..times import iso, relative
 register = template.Library()
 
 
+_WHEN = '<time datetime="{0}">{0}</time> <span class="relative" data-relative-to="{0}">({1})</span>'
+_AGE = (
+    '<time datetime="{0}" title="{0}"><span class="relative" data-relative-to="{0}" '
+    'data-relative-bare="1">{1}</span></time>'
+)
+
+
 @register.filter
 def when(at: datetime | None, empty: str = "never") -> SafeString | str:
-    if at is None:
-        return empty
-    stamp = iso(at)
-    return format_html(
-        '<time datetime="{}">{}</time> <span class="relative" data-relative-to="{}">({})</span>',
-        stamp,
-        stamp,
-        stamp,
-        relative(at, timezone.now()),
-    )
+    return empty if at is None else format_html(_WHEN, iso(at), relative(at, timezone.now()))
 
 
 @register.filter
 def age(at: datetime | None, empty: str = "never") -> SafeString | str:
     """How long ago alone (the list's narrow column), the ISO time as its tooltip."""
-    if at is None:
-        return empty
-    stamp = iso(at)
-    return format_html(
-        '<time datetime="{}" title="{}"><span class="relative" data-relative-to="{}" '
-        'data-relative-bare="1">{}</span></time>',
-        stamp,
-        stamp,
-        stamp,
-        relative(at, timezone.now()),
-    )
+    return empty if at is None else format_html(_AGE, iso(at), relative(at, timezone.now()))
 
 
 @register.simple_tag
