@@ -105,7 +105,7 @@ LIFECYCLES = ("Synced", "Retained", "Scrubbed", "Refused", "Unreconciled")
 
 @dataclass(frozen=True)
 class Condition:
-    """One S5.1 condition. ``facts`` are the names its remediation needs (keys, step, cause,
+    """One S5.1 condition. ``facts`` are the names its remediation needs (keys, cause,
     the instance a credential is labelled for...), as data beside the message so nothing has
     to read them back out of it; names only, never a value (S5.6)."""
 
