@@ -80,7 +80,8 @@ def _exclusive(connection: BaseDatabaseWrapper) -> Iterator[None]:
                 cursor.execute("RESET lock_timeout")
         return
     name = str(connection.settings_dict.get("NAME") or "")
-    if connection.vendor != "sqlite" or not name or name == ":memory:":
+    in_memory = name == ":memory:" or "mode=memory" in name  # the test runner's shared cache
+    if connection.vendor != "sqlite" or not name or in_memory:
         yield
         return
     with Path(f"{name}.migrate-lock").open("a") as lock:
