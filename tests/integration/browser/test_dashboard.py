@@ -29,6 +29,8 @@ from tests.support.waiting import wait_for
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 
 from .conftest import (
+    BAD_TEMPLATE,
+    CLAIMED,
     DREW_429,
     EXPIRING,
     HANGS,
@@ -422,6 +424,58 @@ def test_one_hanging_token_fails_only_its_own_cr(pages, dashboard: Dashboard):
         assert name == HANGS or "CredentialUnanswered" not in why_text, (name, why_text)
     assert _reason(items[HANGS], "Synced") == ("False", "FetchFailed")
     assert listed[HANGS][0] in ("Blocked", "Paused")
+
+
+def test_explain_the_list_the_cr_page_and_the_instance_page_say_the_same(
+    pages, dashboard: Dashboard
+):
+    """Issue 49: for each breakage of the world, the remediation of its problem is the same
+    text in ``explain --fetch``, the list, the HikyoSecret's page and its instance's page (all
+    filled from the facts stored with the condition). The CR that only waits on the 429 pause
+    is compared among the pages alone: ``explain`` has its own store, without the pause."""
+    world, broken = dashboard.world, dashboard.broken
+    problems = {
+        REFUSED: "Designation/SecretNotDesignated",
+        UNDELIVERED: "Delivery/UndeliveredSecrets",
+        REVOKED: "Synced/FetchFailed",
+        SERVER_DOWN: "Synced/FetchFailed",
+        NO_INSTANCE: "Synced/FetchFailed",
+        DREW_429: "Synced/FetchFailed",
+        KEYS_MISSING: "Delivery/KeysMissing",
+        EXPIRING: "CredentialExpiry/ExpiresSoon",
+        MISMATCHED: "Designation/InstanceMismatch",
+        UNACKNOWLEDGED: "Delivery/LoaderControlUnacknowledged",
+        BAD_TEMPLATE: "Delivery/InvalidTemplate",
+        CLAIMED: "Conflict/TargetClaimed",
+        HANGS: "Synced/FetchFailed",
+        WAITS_429: "InstancePaused",
+    }
+    instance_of = {
+        DREW_429: broken.busy_instance,
+        WAITS_429: broken.busy_instance,
+        NO_INSTANCE: broken.missing_instance,
+    }
+    visit = pages("viewer")
+    visit.goto(dashboard.base + CHANGELIST)
+    pks = dict(
+        visit.page.locator("#result_list tbody th.field-name a").evaluate_all(
+            r"""links => links.map(a => [a.textContent.trim(),
+                a.getAttribute("href").match(/trackedobject\/(\d+)\/change/)[1]])"""
+        )
+    )
+    for name, problem in problems.items():
+        selector = f'.remediation[data-for="{problem}"]'
+        in_list = visit.text(f"{list_row(name)} td.field-why_shown .todo {selector}")
+        assert in_list, (name, problem)
+        visit.goto(f"{dashboard.base}{CHANGELIST}{pks[name]}/change/")
+        assert visit.text(f"#remediation {selector}") == in_list, name
+        instance = instance_of.get(name, world.instance)
+        visit.goto(f"{dashboard.base}/admin/observations/trackedobject/instances/{instance}/")
+        row = f'#instance-objects-table tr[data-object="{world.namespace}/{name}"]'
+        assert visit.text(f"{row} td.todo {selector}") == in_list, name
+        if name != WAITS_429:
+            assert explain_remediations(dashboard.explain(name))[problem] == in_list, name
+        visit.goto(dashboard.base + CHANGELIST)
 
 
 def test_a_cr_waiting_on_a_429_pause_shows_the_pause(pages, dashboard: Dashboard):
