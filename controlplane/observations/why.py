@@ -19,7 +19,8 @@ from typing import Any
 from workers.engine.conditions import READY, SYNCED, stored_facts
 from workers.engine.explain import Blocker, blocking_condition
 from workers.engine.facts import Cause
-from workers.engine.remediation import Part, condition_context, remediation_parts
+from workers.engine.remediation import Part, remediation_parts
+from workers.engine.remediation_context import condition_context
 
 PAUSED_REASON = "InstancePaused"
 

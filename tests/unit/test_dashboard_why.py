@@ -14,7 +14,8 @@ from controlplane.observations import instances, timeline, times, why
 from tests.support.factories import make_hikyosecret
 from workers.engine.explain import blocking_condition, status_remediation
 from workers.engine.facts import Cause
-from workers.engine.remediation import remediation, spec_context
+from workers.engine.remediation import remediation
+from workers.engine.remediation_context import spec_context
 
 NOW = datetime(2026, 12, 4, 21, 37, 12, tzinfo=UTC)
 

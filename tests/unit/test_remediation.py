@@ -25,8 +25,8 @@ from workers.engine.remediation import (
     known,
     remediation,
     remediation_parts,
-    spec_context,
 )
+from workers.engine.remediation_context import spec_context
 from workers.engine.spec import parse_spec
 
 S5_1 = sorted(spec_reasons())

@@ -21,7 +21,8 @@ from .decide_after_fetch import now_text
 from .observed import Observed
 from .outcome import Outcome
 from .plan import FetchAttempt, FetchPlan, Now, Plan, Stop
-from .remediation import condition_context, remediation, spec_context
+from .remediation import remediation
+from .remediation_context import condition_context, spec_context
 from .rendering import template_variables
 from .spec import SpecInvalid, parse_spec
 from .step_details import StepDetails

@@ -27,7 +27,7 @@ from .outcome import Event, Outcome, stop_quietly
 from .plan import FetchPlan, Now
 from .ports import Cluster, CoordinationStore, ServerFor
 from .recent_reads import RecentReads, without_managed_fields
-from .remediation import spec_context
+from .remediation_context import spec_context
 from .settings import OperatorSettings
 from .stamp_root import RecentStampRoot
 

@@ -1,11 +1,12 @@
 """What to do about each S5.1 reason: one short text per reason, quoting the user's action.
 
-Pure and value-free. ``remediation(reason, context)`` fills in names from ``context``: names
-from the CR spec and from the condition's facts (``Condition.facts``: keys, cause, the instance
-a credential is labelled for...), never read back out of a message and never a value, token,
-cursor or stamp (S0.4, S5.6). A fact the context lacks says so (``UNKNOWN``); any other name
-shows as ``<name>``. ``explain`` prints these texts; the dashboard and ``status -o json`` show
-them too, from the same facts stored with the condition.
+Pure and value-free. ``remediation(reason, context)`` fills in names from ``context``
+(``remediation_context``): names from the CR spec and from the condition's facts
+(``Condition.facts``: keys, cause, the instance a credential is labelled for...), never read
+back out of a message and never a value, token, cursor or stamp (S0.4, S5.6). A fact the
+context lacks says so (``UNKNOWN``); any other name shows as ``<name>``. ``explain`` prints
+these texts; the dashboard and ``status -o json`` show them too, from the same facts stored
+with the condition.
 
 The user actions quoted are the product document's (seed 000): the designation labels, the
 five-step journey's machine-reveal opt-in and reveal grant, the Helm values of the chart (S9).
@@ -14,11 +15,7 @@ five-step journey's machine-reveal opt-in and reveal grant, the Helm values of t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
-
-from .conditions import stored_facts
-from .loader_control import acknowledgement_facts, is_protected
-from .spec import KEY_NAME
+from typing import NamedTuple
 
 # -- the texts, keyed by S5.1 reason ------------------------------------------------------------
 
@@ -400,64 +397,3 @@ def remediation(reason: str, context: Mapping[str, str]) -> str:
 def known(reason: str) -> bool:
     """Whether ``reason`` has a text of its own (not the generic one)."""
     return reason in TEXTS or reason in OUTCOME_TEXTS
-
-
-# -- context: names from the CR spec and from a condition's facts ----------------------------
-
-
-def spec_context(cr: Mapping[str, Any] | None) -> dict[str, str]:
-    """Names from a HikyoSecret's metadata and spec, read leniently (the spec may be invalid).
-
-    In mapping mode the acknowledgement S4.6.2 wants is computable from the spec alone: the
-    protected effective destinations.
-    """
-    cr = cr or {}
-    metadata = cr.get("metadata") or {}
-    spec = cr.get("spec") or {}
-    auth = spec.get("auth") or {}
-    target = spec.get("target") or {}
-    scope = spec.get("scope") or {}
-    context = {
-        "namespace": _text(metadata.get("namespace")),
-        "name": _text(metadata.get("name")),
-        "instance": _text((spec.get("instanceRef") or {}).get("name")),
-        "target": _text(target.get("name")),
-        "target_type": _text(target.get("type")) or "Opaque",
-        "environment": _text(scope.get("environment")),
-        "org": _text(scope.get("org")),
-    }
-    account = _text((auth.get("serviceAccountRef") or {}).get("name"))
-    secret = _text((auth.get("secretRef") or {}).get("name"))
-    if account and not secret:
-        context |= {
-            "credential": account,
-            "credential_kind": "ServiceAccount",
-            "credential_resource": "serviceaccount",
-        }
-    else:
-        context |= {
-            "credential": secret,
-            "credential_kind": "Secret",
-            "credential_resource": "secret",
-        }
-    acknowledged = [str(n) for n in spec.get("acknowledgedLoaderKeys") or []]
-    if spec.get("allKeys") is True:
-        # S4.6.2 in all-keys mode checks only the list's shape: keep its valid names once.
-        protected = [n for n in acknowledged if KEY_NAME.match(n) and is_protected(n)]
-    else:
-        mapping = [item for item in spec.get("mapping") or [] if isinstance(item, dict)]
-        destinations = [_text(i.get("secretKey")) or _text(i.get("key")) for i in mapping]
-        protected = [d for d in destinations if is_protected(d)]
-    context |= acknowledgement_facts(protected)
-    return {k: v for k, v in context.items() if v}
-
-
-def condition_context(
-    names: Mapping[str, str], condition: Mapping[str, Any] | None
-) -> dict[str, str]:
-    """The context for one stored condition: the spec's names, then the condition's facts."""
-    return {**names, **stored_facts(condition)}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""

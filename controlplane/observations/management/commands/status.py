@@ -22,7 +22,8 @@ from k8s.errors import NotFound
 from k8s.gateway import KubeCluster, configured_cluster
 from workers.engine.conditions import READY
 from workers.engine.explain import blocking_condition, status_remediation
-from workers.engine.remediation import remediation, spec_context
+from workers.engine.remediation import remediation
+from workers.engine.remediation_context import spec_context
 
 SHORT_MESSAGE = 60
 COLUMNS = ("NAMESPACE", "NAME", "INSTANCE", "TARGET", "LIFECYCLE", "READY", "REASON", "MESSAGE")
