@@ -20,9 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import unquote
-from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -38,7 +36,14 @@ from workers.engine.conditions import (
 )
 
 from . import dashboard, forcing, instances, live, presenting, process, timeline, why
-from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
+from .models import (
+    ConditionChange,
+    EventRecord,
+    ReconcileRun,
+    ResyncRequest,
+    StatusReport,
+    TrackedObject,
+)
 from .templatetags.observing import age
 
 FORCE_PERMISSION = "observations.force_resync"
@@ -281,8 +286,20 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             self.message_user(request, f"Force resync failed: {done.error}", messages.ERROR)
             return done
         message = forcing.log_message(done.value)
+        asked_at, by = timezone.now(), str(request.user)[:150]
         for tracked in done.asked:
-            self.log_change(request, tracked, message)
+            self.log_change(request, tracked, message)  # the admin's audit trail
+        ResyncRequest.objects.bulk_create(
+            ResyncRequest(
+                uid=t.uid,
+                namespace=t.namespace,
+                name=t.name,
+                at=asked_at,
+                value=done.value,
+                requested_by=by,
+            )
+            for t in done.asked
+        )
         if done.asked:
             names = ", ".join(str(t) for t in done.asked[:FAILURES_NAMED])
             more = f" and {len(done.asked) - FAILURES_NAMED} more" if len(done.asked) > 5 else ""
@@ -477,66 +494,14 @@ def _report_row(report: StatusReport) -> dict[str, Any]:
 
 
 def _timeline(tracked: TrackedObject) -> list[dict[str, Any]]:
-    """ConditionChanges, ReconcileRuns and force-resync requests (LogEntry), newest first.
-    A request shows the run that handled its value, or "not handled yet"."""
-    runs = list(ReconcileRun.objects.filter(uid=tracked.uid)[:TIMELINE_ROWS])
-    changes = list(ConditionChange.objects.filter(uid=tracked.uid)[:TIMELINE_ROWS])
-    requests = list(
-        LogEntry.objects.filter(
-            content_type=ContentType.objects.get_for_model(TrackedObject),
-            object_id=str(tracked.pk),
-        )
-        .select_related("user")
-        .order_by("-action_time")[:TIMELINE_ROWS]
+    """The rows the detail page's timeline is built from (timeline.entries), newest first."""
+    uid = tracked.uid
+    return timeline.entries(
+        list(ReconcileRun.objects.filter(uid=uid)[:TIMELINE_ROWS]),
+        list(ConditionChange.objects.filter(uid=uid)[:TIMELINE_ROWS]),
+        list(ResyncRequest.objects.filter(uid=uid)[:TIMELINE_ROWS]),
+        tracked.last_forced_sync,
     )
-    handled = {run.forced_sync: run for run in runs if run.forced_sync}
-    if tracked.last_forced_sync and tracked.last_forced_sync not in handled:
-        handled[tracked.last_forced_sync] = None  # type: ignore[assignment]
-    entries: list[dict[str, Any]] = []
-    for run in runs:
-        what = f"run: {run.reason}"
-        if run.forced_sync:
-            what += f" (handled {forcing.FORCE_SYNC_ANNOTATION}={run.forced_sync})"
-        if run.rolled:
-            what += f"; restarted {run.rolled}"
-        entries.append(
-            {
-                "at": run.started_at,
-                "kind": "run",
-                "what": what,
-                "lifecycle": run.lifecycle or "-",
-                "duration": f"{run.duration_ms} ms",
-                "fetched": "yes" if run.fetched else "no",
-                "wrote": "yes" if run.wrote_secret else "no",
-                "message": run.message,
-            }
-        )
-    for change in changes:
-        old = f"{change.old_status or '-'}/{change.old_reason or '-'}"
-        new = f"{change.new_status or '-'}/{change.new_reason or '-'}"
-        entries.append(
-            {
-                "at": change.at,
-                "kind": "condition",
-                "what": f"{change.type}: {old} → {new}",
-                "message": change.message,
-            }
-        )
-    for entry in requests:
-        value = forcing.value_of(entry.get_change_message())
-        if not value:
-            continue
-        state = "handled" if value in handled else "not handled yet"
-        entries.append(
-            {
-                "at": entry.action_time,
-                "kind": "force resync",
-                "what": f"requested by {entry.user}: {forcing.FORCE_SYNC_ANNOTATION}={value}",
-                "message": state,
-            }
-        )
-    entries.sort(key=lambda e: e["at"], reverse=True)
-    return entries
 
 
 @admin.register(ReconcileRun)

@@ -73,11 +73,6 @@ def request_resync(objects: Iterable[TrackedObject]) -> Requested[TrackedObject]
 
 
 def log_message(value: str) -> str:
-    """The LogEntry change message of one request (shown in the detail page's timeline)."""
+    """The LogEntry change message of one request: the admin's audit trail (the timeline reads
+    the request as a value, ResyncRequest)."""
     return f"Force resync requested ({FORCE_SYNC_ANNOTATION}={value})"
-
-
-def value_of(message: str) -> str:
-    """The force-sync value a ``log_message`` names, else ""."""
-    prefix = f"Force resync requested ({FORCE_SYNC_ANNOTATION}="
-    return message[len(prefix) : -1] if message.startswith(prefix) and message.endswith(")") else ""

@@ -80,5 +80,9 @@ class EventRecordManager(PerObjectManager):
     keep = KEEP_EVENTS_PER_OBJECT
 
 
+class ResyncRequestManager(PerObjectManager):
+    keep = KEEP_EVENTS_PER_OBJECT
+
+
 class StatusReportManager(PerObjectManager):
     keep = KEEP_REPORTS_PER_OBJECT

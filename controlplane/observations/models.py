@@ -13,6 +13,7 @@ from .managers import (
     ConditionChangeManager,
     EventRecordManager,
     ReconcileRunManager,
+    ResyncRequestManager,
     StatusReportManager,
 )
 
@@ -143,6 +144,25 @@ class ConditionChange(AboutHikyoSecret):
 
     def __str__(self) -> str:
         return f"{self.type}: {self.old_reason or '-'} -> {self.new_reason or '-'}"
+
+
+class ResyncRequest(AboutHikyoSecret):
+    """A forced resync the dashboard asked for: the hikyo.dev/force-sync value it set (a
+    request id, not a secret), by whom and when. The timeline reads it as a value; the
+    LogEntry beside it is the admin's audit trail."""
+
+    at = models.DateTimeField()
+    value = models.CharField(max_length=253)
+    requested_by = models.CharField(max_length=150)
+
+    objects = ResyncRequestManager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["uid", "-at"])]
+
+    def __str__(self) -> str:
+        return f"force-sync={self.value} by {self.requested_by}"
 
 
 class EventRecord(AboutHikyoSecret):

@@ -28,7 +28,14 @@ from workers.reporting import ReportAttempt, attempt_fields
 
 from .healing import HEALER
 from .managers import FORGET_UNCHECKED_AFTER
-from .models import ConditionChange, EventRecord, ReconcileRun, StatusReport, TrackedObject
+from .models import (
+    ConditionChange,
+    EventRecord,
+    ReconcileRun,
+    ResyncRequest,
+    StatusReport,
+    TrackedObject,
+)
 from .why import warning_names
 
 log = logging.getLogger(__name__)
@@ -377,7 +384,7 @@ def forget_unchecked(now: datetime) -> int:
                     uid__in=stale[start : start + 500], last_checked_at__lt=cutoff
                 ).values_list("uid", flat=True)
             )
-            for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport):
+            for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport, ResyncRequest):
                 model.objects.filter(uid__in=uids).delete()
             TrackedObject.objects.filter(uid__in=uids).delete()
         forgotten += len(uids)

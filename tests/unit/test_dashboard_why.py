@@ -6,6 +6,7 @@ org); the timeline's folding; the times (ISO 8601 with zone and seconds, and rel
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -347,3 +348,29 @@ def test_a_cr_waiting_on_an_unanswering_instance_is_paused_not_failed():
     assert found.waiting.remediation == remediation("InstanceUnresponsive", spec_context(cr))
     assert found.waiting.remediation.startswith("HikyoInstance eu stopped answering")
     assert [line.name for line in found.lines] == ["InstanceUnresponsive"]
+
+
+def test_the_timeline_reads_a_forced_resync_as_a_value_and_says_whether_a_run_handled_it():
+    base = datetime(2026, 12, 4, 21, 30, tzinfo=UTC)
+    run = SimpleNamespace(
+        started_at=base + timedelta(seconds=5),
+        reason="Delivered",
+        forced_sync="req-1",
+        rolled="",
+        lifecycle="Synced",
+        duration_ms=120,
+        fetched=True,
+        wrote_secret=True,
+        message="2 keys",
+    )
+    handled = SimpleNamespace(at=base, value="req-1", requested_by="ops")
+    waiting = SimpleNamespace(at=base + timedelta(seconds=9), value="req-2", requested_by="ops")
+    found = timeline.entries([run], [], [handled, waiting], last_forced_sync="")
+    assert [(e["kind"], e["message"]) for e in found] == [
+        ("force resync", "not handled yet"),
+        ("run", "2 keys"),
+        ("force resync", "handled"),
+    ]
+    assert found[0]["what"] == "requested by ops: hikyo.dev/force-sync=req-2"
+    # The object's last handled value counts too (its run may be pruned from the history).
+    assert timeline.entries([], [], [waiting], "req-2")[0]["message"] == "handled"

@@ -22,6 +22,7 @@ from controlplane.observations.models import (
     ConditionChange,
     EventRecord,
     ReconcileRun,
+    ResyncRequest,
     StatusReport,
     TrackedObject,
 )
@@ -217,6 +218,9 @@ def test_a_status_report_that_cannot_be_stored_loses_only_itself_from_its_backlo
 def test_a_deleted_hikyosecrets_rows_are_forgotten_once_unchecked_for_a_week():
     _record_flap("deleted", 0, T0)  # its last run: then the CR went away
     record_report(ReportAttempt(ObjectKey("ns", "app-deleted", "deleted"), T0, 200, "accepted"))
+    ResyncRequest.objects.create(
+        uid="deleted", namespace="ns", name="app-deleted", at=T0, value="r1", requested_by="ops"
+    )
     _record_flap("live", 0, T0)
     just_before = T0 + FORGET_UNCHECKED_AFTER - timedelta(minutes=1)
     _record_flap("live", 1, just_before)  # a live CR is checked every resyncInterval
@@ -226,7 +230,7 @@ def test_a_deleted_hikyosecrets_rows_are_forgotten_once_unchecked_for_a_week():
 
     assert forget_unchecked(T0 + FORGET_UNCHECKED_AFTER + timedelta(minutes=1)) == 1
     assert not TrackedObject.objects.filter(uid="deleted").exists()
-    for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport):
+    for model in (ReconcileRun, ConditionChange, EventRecord, StatusReport, ResyncRequest):
         assert not model.objects.filter(uid="deleted").exists(), model.__name__
     assert TrackedObject.objects.filter(uid="live").exists()
     assert ReconcileRun.objects.filter(uid="live").count() == 2
