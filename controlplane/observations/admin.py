@@ -300,6 +300,7 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             )
             for t in done.asked
         )
+        ResyncRequest.objects.prune(*sorted({t.uid for t in done.asked}))
         if done.asked:
             names = ", ".join(str(t) for t in done.asked[:FAILURES_NAMED])
             more = f" and {len(done.asked) - FAILURES_NAMED} more" if len(done.asked) > 5 else ""
