@@ -1,9 +1,9 @@
 """S4.2 steps R15-R16, pure: from the fetch's answer to the plan ``apply`` executes.
 
-Content (S4.4-S4.7), converge or scrub (S4.8, S4.10), conditions, events, status and requeue
-(S4.9, S4.11-S4.13), and the rollouts that follow a change (S6). What only the writes can tell
-(the written Secret's UID, a failed verification, a failed stamp patch) is folded in by the
-``settle_*`` functions, which ``apply`` calls with what happened.
+Content (S4.4-S4.7), converge (S4.8) or scrub (S4.10, in decide_scrub.py), conditions,
+events, status and requeue (S4.9, S4.11-S4.13), and the rollouts that follow a change (S6).
+What only the writes can tell (the written Secret's UID, a failed verification, a failed stamp
+patch) is folded in by the ``settle_*`` functions, which ``apply`` calls with what happened.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .conditions import DELIVERY, SCRUBBED, SYNCED, Condition
 from .content import Content, ContentRefusal
 from .decide import decide_before_fetch
 from .decide_rollout import plan_rollout
+from .decide_scrub import managed_status, scrub_plan, scrubbed_message, withdraw_plan
 from .errors import EngineError
 from .facts import Cause, fetch_failure_cause
 from .fetched import Delivery, FetchOutcome
@@ -37,7 +38,7 @@ from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreN
 from .ports import SecretObject
 from .settings import OperatorSettings
 from .shaping import deliver
-from .stamp import compute_stamp, empty_content_stamp
+from .stamp import compute_stamp
 
 NOT_FOUND_RECORD_TTL = 3600.0  # S4.10.0
 # S4.1.9: waiting, like a pause, for the probe of an instance or of a credential's requests
@@ -207,7 +208,7 @@ def _full_delivery(
     if isinstance(content, ContentRefusal):
         condition = Condition(DELIVERY, "False", content.reason, content.message, content.facts)
         if content.withdraw_typed:  # S4.10.2 via a valid 200
-            return _withdraw(observed, fetch, settings, now, condition)
+            return withdraw_plan(observed, fetch, settings, now, condition)
         # S5.4: a Delivery refusal clears the cursor and leaves Synced as it was.
         return Plan(outcome=refusal(condition, clear_cursor=True))
     return _write(observed, fetch, content, delivery, settings, now)
@@ -240,7 +241,7 @@ def _write(
         "keyCount": len(content.data),
     }
     if target is not None:
-        status |= _managed(target)
+        status |= managed_status(target)
     if changed or not observed.status.get("lastDelivery"):
         status["lastDelivery"] = now_text(now.at)
     events = []
@@ -308,13 +309,6 @@ def _write(
     return plan_rollout(plan, observed, fetch, settings, status["stamp"], patch=True, now=now)
 
 
-def _managed(secret: SecretObject | None) -> dict[str, str | None]:
-    return {
-        "managedSecretUID": secret.uid if secret else None,
-        "managedSecretResourceVersion": secret.resource_version if secret else None,
-    }
-
-
 # -- R16: an authoritative 404 (S4.10) ---------------------------------------------------------
 
 
@@ -339,9 +333,9 @@ def _not_found(
         if fetch.cursor is not None or answered - seen[1] < wait:
             return Plan(outcome=_confirming(max(wait - (answered - seen[1]), 1.0)))
     if spec.target_type == OPAQUE:
-        plan = _scrub(observed, fetch, settings, now)
+        plan = scrub_plan(observed, fetch, settings, now)
     else:
-        plan = _withdraw(observed, fetch, settings, now, None)
+        plan = withdraw_plan(observed, fetch, settings, now, None)
     return replace(plan, store=(*_discard_pending_404(observed, fetch), *plan.store))
 
 
@@ -367,80 +361,6 @@ def _confirming(delay: float) -> Outcome:
     return replace(outcome, forced_full_next=True)
 
 
-def _scrub(observed: Observed, fetch: FetchPlan, settings: OperatorSettings, now: Now) -> Plan:
-    """S4.10.1: empty an Opaque target; an absent one stays absent. Under Merge, remove only
-    this CR's keys (an empty apply, S11.4)."""
-    spec = fetch.spec
-    kind = "unmerge" if spec.creation_policy == MERGE else "empty"
-    action = SecretAction(kind, spec.namespace, spec.target_name, spec.uid, spec)
-    return _scrubbed(observed, fetch, settings, now, action, None)
-
-
-def _withdraw(
-    observed: Observed,
-    fetch: FetchPlan,
-    settings: OperatorSettings,
-    now: Now,
-    delivery: Condition | None,
-) -> Plan:
-    """S4.10.2: a typed target cannot be empty, so it is deleted, with preconditions."""
-    spec = fetch.spec
-    action = SecretAction("delete", spec.namespace, spec.target_name, spec.uid, spec)
-    return _scrubbed(observed, fetch, settings, now, action, delivery)
-
-
-def scrubbed_message(target_name: str, emptied: bool, *, merged: bool = False) -> str:
-    if merged and emptied:  # S11.4: only our keys go; the Secret is someone else's
-        what = "left without this HikyoSecret's keys"
-    else:
-        what = "emptied" if emptied else "deleted or left absent"
-    return f"the Hikyo server no longer authorizes this delivery: Secret {target_name} was {what}"
-
-
-def _scrubbed(
-    observed: Observed,
-    fetch: FetchPlan,
-    settings: OperatorSettings,
-    now: Now,
-    action: SecretAction,
-    delivery: Condition | None,
-) -> Plan:
-    spec = fetch.spec
-    message = scrubbed_message(
-        spec.target_name,
-        action.kind in ("empty", "unmerge") and fetch.target is not None,
-        merged=action.kind == "unmerge",
-    )
-    conditions: dict[str, Condition | None] = {
-        SCRUBBED: Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message),
-        SYNCED: None,
-    }
-    events = [Event("Warning", "AuthorizationWithdrawn", message)]
-    if delivery is not None:
-        conditions[DELIVERY] = delivery
-        events.append(Event("Warning", delivery.reason, delivery.message))
-    outcome = Outcome(
-        reason="AuthorizationWithdrawn",
-        message=message,
-        requeue=Requeue.RESYNC,
-        lifecycle="Scrubbed",
-        conditions=conditions,
-        events=events,
-        status={
-            "cursor": None,
-            "cursorBinding": None,
-            "stamp": empty_content_stamp(fetch.key),
-            "keyCount": 0,
-            **_managed(None),
-        },
-        wrote_secret=True,
-    )
-    plan = Plan(outcome=outcome, secret=action)
-    # S4.10.1 (3)/(5), S4.10.2 (4): the empty-content stamp restarts the opted-in workloads.
-    stamp = outcome.status["stamp"]
-    return plan_rollout(plan, observed, fetch, settings, stamp, patch=True, now=now)
-
-
 # -- what only the writes can tell ---------------------------------------------------------------
 
 
@@ -451,7 +371,7 @@ def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
     outcome = plan.outcome
     if action.kind not in ("converge", "merge", "empty", "unmerge"):
         return outcome
-    outcome = outcome.with_status(_managed(written))
+    outcome = outcome.with_status(managed_status(written))
     if action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
         message = scrubbed_message(
             action.name, written is not None, merged=action.kind == "unmerge"
