@@ -50,6 +50,13 @@ from .template_bounds import (
     size_of,
 )
 from .template_filters import ADDED_FILTERS, dockerconfigjson
+from .template_reading import (
+    RESERVED,
+    defined,
+    emits_an_object,
+    reads_values_whole,
+    variables,
+)
 
 __all__ = [
     "Rendered",
@@ -60,7 +67,6 @@ __all__ = [
     "template_variables",
 ]
 
-_RESERVED = ("hikyo_loop", "hikyo_concat", "hikyo_emit")
 # str methods a template may call: none of them builds a string longer than its input. The
 # ones that can (format, center, ljust, zfill, replace, join, expandtabs, ...) have guarded
 # filters of their own.
@@ -133,7 +139,7 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
-        reserved = [n for n in tree.find_all(nodes.Name) if n.name in _RESERVED]
+        reserved = [n for n in tree.find_all(nodes.Name) if n.name in RESERVED]
         if reserved:
             raise TemplateSyntaxError("reserved name", reserved[0].lineno)
         for loop in tree.find_all(nodes.For):
@@ -240,8 +246,6 @@ def _environment() -> _BoundedEnvironment:
 
 
 _ENVIRONMENT = _environment()
-_FUNCTIONS = frozenset({"dockerconfigjson", "range", "values"})
-_IMPLICIT = frozenset({"loop", "caller", "varargs", "kwargs"})  # Jinja's own names
 
 
 # -- before the fetch ---------------------------------------------------------------------------
@@ -279,59 +283,10 @@ def template_variables(templates: Mapping[str, str]) -> dict[str, frozenset[str]
     for key, text in templates.items():
         tree = _parsed(text)
         try:
-            found[key] = frozenset() if isinstance(tree, str) else _variables(tree)
+            found[key] = frozenset() if isinstance(tree, str) else variables(tree)
         except RecursionError:
             found[key] = frozenset()
     return found
-
-
-def _variables(tree: nodes.Template) -> frozenset[str]:
-    loaded = {n.name for n in tree.find_all(nodes.Name) if n.ctx == "load"}
-    names = loaded - _defined(tree) - _FUNCTIONS - _IMPLICIT - set(_RESERVED)
-    for item in tree.find_all(nodes.Getitem):
-        constant = item.arg.value if isinstance(item.arg, nodes.Const) else None
-        if _is_values(item.node) and isinstance(constant, str):
-            names.add(constant)
-    return frozenset(names)
-
-
-def _is_values(node: nodes.Node) -> bool:
-    return isinstance(node, nodes.Name) and node.name == "values" and node.ctx == "load"
-
-
-def _reads_values_whole(tree: nodes.Template) -> bool:
-    """Whether ``values`` is read other than by subscript (``values | tojson``, a loop over
-    it): then every missing source is one the entry uses."""
-    subscripted = {id(item.node) for item in tree.find_all(nodes.Getitem)}
-    return any(
-        _is_values(name) and id(name) not in subscripted for name in tree.find_all(nodes.Name)
-    )
-
-
-def _defined(tree: nodes.Template) -> set[str]:
-    """Names the template binds itself: set, loop targets, macro names and parameters."""
-    names = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
-    return names | {m.name for m in tree.find_all(nodes.Macro)}
-
-
-def _emits_an_object(tree: nodes.Template) -> bool:
-    """An output the parser already knows is no string, number, boolean or none: a literal
-    list, dict or tuple, ``values`` itself, or an attribute of a value (a str method)."""
-    bound = _defined(tree)
-    values = set() if "values" in bound else {"values"}
-    for output in tree.find_all(nodes.Output):
-        for child in output.nodes:
-            if isinstance(child, nodes.List | nodes.Dict | nodes.Tuple):
-                return True
-            if isinstance(child, nodes.Name) and child.name in values:
-                return True
-            if (
-                isinstance(child, nodes.Getattr)
-                and isinstance(child.node, nodes.Name)
-                and child.node.name not in bound | _IMPLICIT | _FUNCTIONS
-            ):
-                return True
-    return False
 
 
 def parse_templates(
@@ -361,15 +316,15 @@ def _parse_fault(text: str, known_keys: frozenset[str] | None) -> str | None:
         if node.name not in _ENVIRONMENT.filters:
             return f"an unknown filter on line {node.lineno}"
     # The guards' calls are the parser's own (a template may not name them).
-    offered = set(_ENVIRONMENT.globals) | _defined(tree) | {"caller", "loop"}
+    offered = set(_ENVIRONMENT.globals) | defined(tree) | {"caller", "loop"}
     for call in tree.find_all(nodes.Call):
         callee = call.node
         if isinstance(callee, nodes.Name) and callee.name not in offered:
             return f"an unknown function on line {call.lineno}"
-    if _emits_an_object(tree):
+    if emits_an_object(tree):
         return RENDERS_AN_OBJECT
     if known_keys is not None:
-        unknown = sorted(_variables(tree) - known_keys)
+        unknown = sorted(variables(tree) - known_keys)
         if unknown:
             return f"variable {unknown[0]} is no assembled key"
     return _compile_fault(tree)
@@ -421,8 +376,8 @@ def _render_one(
     if isinstance(tree, str):
         return BoundExceeded(tree)
     try:
-        lacking = sorted(_variables(tree) & missing)
-        if not lacking and missing and _reads_values_whole(tree):
+        lacking = sorted(variables(tree) & missing)
+        if not lacking and missing and reads_values_whole(tree):
             lacking = sorted(missing)
     except RecursionError:
         return BoundExceeded(NESTED_TOO_DEEP)
