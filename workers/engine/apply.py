@@ -24,7 +24,7 @@ from .observe import access_allowed
 from .observed import ForbiddenRead, Observed
 from .outcome import Outcome, Requeue, failure
 from .pacing import pause_instance
-from .plan import FetchPlan, Now, Plan, RolloutPlan, SecretAction, Stop, StoreNote
+from .plan import FetchPlan, Now, Plan, RolloutPlan, SecretAction, Stop, StoreNote, WriteKind
 from .ports import Cluster, CoordinationStore, Event, SecretObject
 from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
@@ -155,7 +155,7 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> tuple[Outcome, 
         if action is not None:
             finished = _finalizing_write(writer, cluster, action)
             if isinstance(finished, WriteFailed):
-                merged_keys = action.kind == "unmerge"
+                merged_keys = action.kind == WriteKind.UNMERGE
                 failed = release_failed(action.name, finished.cause, merged_keys=merged_keys)
                 return failed, False
         cluster.patch_hikyosecret_finalizers(
@@ -185,7 +185,7 @@ def _finalizing_write(
     """R1: what the CR's deletion does to its Secret before the finalizer goes: an Orphan
     target released (S4.14.3), a Merge CR's keys removed (S11.4; applying no keys meets no
     other manager's)."""
-    if action.kind == "release":
+    if action.kind == WriteKind.RELEASE:
         return writer.release(action.namespace, action.name, action.cr_uid)
     removed = merge_keys(cluster, action.namespace, action.name, {})
     return removed if isinstance(removed, Written | WriteFailed) else WriteFailed("conflict")
@@ -196,11 +196,11 @@ def _write_secret(
 ) -> WriteResult | KeysOwnedElsewhere:
     action = plan.secret
     assert action is not None and action.spec is not None
-    if action.kind in ("merge", "unmerge"):  # S11.4
+    if action.kind in (WriteKind.MERGE, WriteKind.UNMERGE):  # S11.4
         return merge_keys(cluster, action.namespace, action.name, action.data, action.target)
-    if action.kind == "converge":
+    if action.kind == WriteKind.CONVERGE:
         return writer.converge(action.spec, action.target, action.data)
-    if action.kind == "empty":
+    if action.kind == WriteKind.EMPTY:
         return writer.empty(action.spec)
     deleted = writer.delete_typed(action.spec)
     # settle_secret reads "no Secret" after a deletion, whatever the read-back found

@@ -26,7 +26,7 @@ from .native_types import OPAQUE, unmapped_required
 from .observed import UNREAD, Observed
 from .outcome import Outcome, Requeue, failure, refusal, stop_quietly, waiting
 from .pacing import INSTANCE_PAUSED, resume_delay_while_paused
-from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNote
+from .plan import FetchPlan, Needs, Now, Plan, Read, SecretAction, Stop, StoreNote, WriteKind
 from .ports import SecretObject
 from .refusals import forbidden_outcome, not_owned
 from .settings import OperatorSettings
@@ -245,11 +245,11 @@ def _finalize(steps: _Steps) -> Stop:
     cr_uid = observed.metadata.get("uid", "")
     if ORPHAN_FINALIZER in finalizers:
         outcome = stop_quietly("Finalized", f"Secret {target_name} left in place, unowned")
-        action = SecretAction("release", observed.namespace, target_name, cr_uid)
+        action = SecretAction(WriteKind.RELEASE, observed.namespace, target_name, cr_uid)
         finalizer = ORPHAN_FINALIZER
     elif MERGE_FINALIZER in finalizers:
         outcome = stop_quietly("Finalized", f"this HikyoSecret's keys removed from {target_name}")
-        action = SecretAction("unmerge", observed.namespace, target_name, cr_uid)
+        action = SecretAction(WriteKind.UNMERGE, observed.namespace, target_name, cr_uid)
         finalizer = MERGE_FINALIZER
     else:
         return Stop(Plan(outcome=stop_quietly("Deleting"), step="R1"))

@@ -34,7 +34,7 @@ from .pacing import (
     resume_delay_while_paused,
     spread,
 )
-from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote
+from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote, WriteKind
 from .ports import SecretObject
 from .settings import OperatorSettings
 from .shaping import deliver
@@ -297,7 +297,7 @@ def _write(
     secret = None
     if changed:
         secret = SecretAction(
-            "merge" if merging else "converge",
+            WriteKind.MERGE if merging else WriteKind.CONVERGE,
             spec.namespace,
             spec.target_name,
             spec.uid,
@@ -369,12 +369,13 @@ def settle_secret(plan: Plan, written: SecretObject | None) -> Outcome:
     action = plan.secret
     assert action is not None
     outcome = plan.outcome
-    if action.kind not in ("converge", "merge", "empty", "unmerge"):
+    if action.kind not in (WriteKind.CONVERGE, WriteKind.MERGE, WriteKind.EMPTY, WriteKind.UNMERGE):
         return outcome
     outcome = outcome.with_status(managed_status(written))
-    if action.kind in ("empty", "unmerge"):  # the target as the write found it, or absent
+    # The target as the write found it, or absent.
+    if action.kind in (WriteKind.EMPTY, WriteKind.UNMERGE):
         message = scrubbed_message(
-            action.name, written is not None, merged=action.kind == "unmerge"
+            action.name, written is not None, merged=action.kind == WriteKind.UNMERGE
         )
         scrubbed = Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message)
         events = [

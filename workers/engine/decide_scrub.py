@@ -10,7 +10,7 @@ from .decide_rollout import plan_rollout
 from .merge import MERGE
 from .observed import Observed
 from .outcome import Event, Outcome, Requeue
-from .plan import FetchPlan, Now, Plan, SecretAction
+from .plan import FetchPlan, Now, Plan, SecretAction, WriteKind
 from .ports import SecretObject
 from .settings import OperatorSettings
 from .stamp import empty_content_stamp
@@ -28,7 +28,7 @@ def scrub_plan(observed: Observed, fetch: FetchPlan, settings: OperatorSettings,
     """S4.10.1: empty an Opaque target; an absent one stays absent. Under Merge, remove only
     this CR's keys (an empty apply, S11.4)."""
     spec = fetch.spec
-    kind = "unmerge" if spec.creation_policy == MERGE else "empty"
+    kind = WriteKind.UNMERGE if spec.creation_policy == MERGE else WriteKind.EMPTY
     action = SecretAction(kind, spec.namespace, spec.target_name, spec.uid, spec)
     return _scrubbed(observed, fetch, settings, now, action, None)
 
@@ -42,7 +42,7 @@ def withdraw_plan(
 ) -> Plan:
     """S4.10.2: a typed target cannot be empty, so it is deleted, with preconditions."""
     spec = fetch.spec
-    action = SecretAction("delete", spec.namespace, spec.target_name, spec.uid, spec)
+    action = SecretAction(WriteKind.DELETE, spec.namespace, spec.target_name, spec.uid, spec)
     return _scrubbed(observed, fetch, settings, now, action, delivery)
 
 
@@ -65,8 +65,8 @@ def _scrubbed(
     spec = fetch.spec
     message = scrubbed_message(
         spec.target_name,
-        action.kind in ("empty", "unmerge") and fetch.target is not None,
-        merged=action.kind == "unmerge",
+        action.kind in (WriteKind.EMPTY, WriteKind.UNMERGE) and fetch.target is not None,
+        merged=action.kind == WriteKind.UNMERGE,
     )
     conditions: dict[str, Condition | None] = {
         SCRUBBED: Condition(SCRUBBED, "True", "AuthorizationWithdrawn", message),

@@ -20,7 +20,7 @@ from .conditions import READY, Condition, first_blocker, merge_conditions
 from .decide_after_fetch import now_text
 from .observed import Observed
 from .outcome import Outcome
-from .plan import FetchAttempt, FetchPlan, Now, Plan, Stop
+from .plan import FetchAttempt, FetchPlan, Now, Plan, Stop, WriteKind
 from .remediation import remediation
 from .remediation_context import condition_context, spec_context
 from .rendering import template_variables
@@ -192,18 +192,18 @@ def _writes(plan: Plan, observed: Observed) -> str:
         writes.append("the stamp root Secret (created before the fetch, S6.3)")
     action = plan.secret
     if action is not None:
-        if action.kind == "converge":
+        if action.kind == WriteKind.CONVERGE:
             verb = "create" if action.target is None else "update"
             writes.append(f"{verb} Secret {action.name} ({len(action.data)} keys)")
-        elif action.kind == "empty":
+        elif action.kind == WriteKind.EMPTY:
             writes.append(f"empty Secret {action.name}")
-        elif action.kind == "delete":
+        elif action.kind == WriteKind.DELETE:
             writes.append(f"delete Secret {action.name}")
-        elif action.kind == "merge":
+        elif action.kind == WriteKind.MERGE:
             writes.append(
                 f"apply this HikyoSecret's {len(action.data)} keys to Secret {action.name}"
             )
-        elif action.kind == "unmerge":
+        elif action.kind == WriteKind.UNMERGE:
             writes.append(f"remove this HikyoSecret's keys from Secret {action.name}")
         else:
             writes.append(f"release Secret {action.name} (drop this HikyoSecret's ownerReference)")

@@ -49,17 +49,23 @@ class Needs:
     read: Read
 
 
+class WriteKind(enum.StrEnum):
+    """What a run's one Secret write does (SecretAction.kind)."""
+
+    CONVERGE = "converge"  # create or update the target to exactly the data (S4.8)
+    EMPTY = "empty"  # S4.10.1
+    DELETE = "delete"  # S4.10.2, with UID and resourceVersion preconditions
+    RELEASE = "release"  # S4.14.3: drop this CR's ownerReference
+    MERGE = "merge"  # S11.4: apply the data as this CR's keys of an existing Secret
+    UNMERGE = "unmerge"  # S11.4: remove them (scrub, deletion)
+
+
 @dataclass(frozen=True)
 class SecretAction:
-    """The one Secret write of a run (S4.8, S4.10, S4.14.3).
+    """The one Secret write of a run (S4.8, S4.10, S4.14.3), of ``kind`` (WriteKind); a
+    converge creates the Secret when ``target`` is None."""
 
-    ``converge``: create (``target`` None) or update the target to exactly ``data``;
-    ``empty``: S4.10.1; ``delete``: S4.10.2 (with UID and resourceVersion preconditions);
-    ``release``: S4.14.3, drop this CR's ownerReference; ``merge``: S11.4, apply ``data`` as
-    this CR's keys of an existing Secret; ``unmerge``: remove them (scrub, deletion).
-    """
-
-    kind: str  # "converge" | "empty" | "delete" | "release" | "merge" | "unmerge"
+    kind: WriteKind
     namespace: str
     name: str
     cr_uid: str
