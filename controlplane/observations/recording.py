@@ -273,13 +273,14 @@ def _note_run(
         tracked.runs_unchanged += 1
 
 
-def _note_waiting(tracked: TrackedObject, reason: str, started: datetime) -> None:
-    """S4.1.9: a run that waited on an unanswering instance starts (or continues) the wait;
-    any other run ends it."""
-    if reason in UNANSWERED_WAITS:
-        if tracked.waiting_reason != reason or tracked.waiting_since is None:
-            tracked.waiting_reason, tracked.waiting_since = reason, started
-    else:
+def _note_waiting(tracked: TrackedObject, result: RunResult, started: datetime) -> None:
+    """S4.1.9: a run that waited on an unanswering instance starts (or continues) the wait; a
+    probe that got no answer either (its own timeout) continues it; any other run ends it."""
+    outcome = result.outcome
+    if outcome.reason in UNANSWERED_WAITS:
+        if tracked.waiting_reason != outcome.reason or tracked.waiting_since is None:
+            tracked.waiting_reason, tracked.waiting_since = outcome.reason, started
+    elif not (tracked.waiting_reason and outcome.fetched and result.fetch_status is None):
         tracked.waiting_reason, tracked.waiting_since = "", None
 
 
@@ -300,7 +301,7 @@ def _note_dashboard_fields(tracked: TrackedObject, result: RunResult, started: d
         tracked.paused_until = started + timedelta(seconds=outcome.delay or 0.0)
     elif outcome.fetched:
         tracked.paused_until = None
-    _note_waiting(tracked, outcome.reason, started)
+    _note_waiting(tracked, result, started)
     if "keyCount" in outcome.status:
         count = outcome.status["keyCount"]
         tracked.key_count = count if isinstance(count, int) and count >= 0 else None

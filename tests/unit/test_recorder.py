@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -576,6 +577,12 @@ def test_an_s4_1_9_wait_is_kept_from_its_first_run_until_a_run_that_did_not_wait
     record_run(_result(reason="CredentialUnanswered", requeue=Requeue.AFTER), later, 0.01)
     tracked.refresh_from_db()
     assert (tracked.waiting_reason, tracked.waiting_since) == ("CredentialUnanswered", later)
-    record_run(_result(reason="Current"), later + timedelta(seconds=5), 0.01)
+    # Its probe got no answer either (its own timeout): the wait goes on, since when it began.
+    probe = _result(reason="FetchFailed", requeue=Requeue.BACKOFF, fetched=True)
+    record_run(probe, later + timedelta(seconds=3), 0.01)
+    tracked.refresh_from_db()
+    assert (tracked.waiting_reason, tracked.waiting_since) == ("CredentialUnanswered", later)
+    answered = replace(_result(reason="Current", fetched=True), fetch_status=304)
+    record_run(answered, later + timedelta(seconds=5), 0.01)
     tracked.refresh_from_db()
     assert (tracked.waiting_reason, tracked.waiting_since) == ("", None)
