@@ -44,6 +44,10 @@ class ConsumerWithoutGossip(Consumer):
 app = Celery("hikyo_operator")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.worker_consumer = f"{__name__}:ConsumerWithoutGossip"
+# No remote control (pidbox): anyone holding the Redis password could otherwise shut the
+# workers down, cancel consumers or change rate limits through a broadcast. Nothing here
+# sends one: the leader learns a worker's slots from the keyed store, and no task is revoked.
+app.conf.worker_enable_remote_control = False
 app.autodiscover_tasks(["workers"], related_name="tasks")
 
 
