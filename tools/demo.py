@@ -44,7 +44,7 @@ from hikyo.clients import ClientCache  # noqa: E402
 from k8s.crd_manifests import install_crds  # noqa: E402
 from k8s.gateway import KubeCluster  # noqa: E402
 from localcluster import LocalControlPlane, locate_binaries  # noqa: E402
-from workers.operator_process import OperatorProcess  # noqa: E402
+from workers.leader.process import OperatorProcess  # noqa: E402
 from workers.queue.memory import MemoryQueue  # noqa: E402
 from workers.runtime import Runtime  # noqa: E402
 

@@ -177,7 +177,7 @@ def operator_facts(operator: Any, *, scaled_by_settings: bool) -> OperatorFacts:
         alone = "no operator runs in this process"
         return OperatorFacts(False, UNKNOWN, alone, mode_by_settings, UNKNOWN)
     try:
-        mode = "embedded" if getattr(operator, "send_task", None) is None else "scaled"
+        mode = "scaled" if getattr(operator, "scaled", False) else "embedded"
         identity = str(getattr(operator.runtime, "identity", "") or UNKNOWN)
         leading = bool(operator.is_leader())
     except Exception:

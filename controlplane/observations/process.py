@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from typing import Any
 
-current: Any = None  # workers.operator_process.OperatorProcess, set by run_operator
+current: Any = None  # workers.leader.process.OperatorProcess, set by run_operator

@@ -18,7 +18,7 @@ from tests.support.processes import REPO
 
 SEND_REPORT_THEN_RECONCILES = """
 from workers.keys import ObjectKey
-from workers.operator_process import celery_report_sender, celery_sender
+from workers.leader.executors import celery_report_sender, celery_sender
 from workers.queue.base import Priority, Ticket
 
 def ticket(name, priority=Priority.NORMAL):

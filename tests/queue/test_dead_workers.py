@@ -13,8 +13,8 @@ from tests.queue.contract import APP, JOB, WEB
 from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 from workers.broker_window import SLOTS_TTL_SECONDS
-from workers.dispatcher import Dispatcher
 from workers.keys import ObjectKey
+from workers.leader.dispatcher import Dispatcher
 from workers.queue.base import KeyedQueue, Ticket
 from workers.queue.memory import MemoryQueue
 from workers.queue.orphans import run_owner

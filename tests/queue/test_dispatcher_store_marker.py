@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.support.waiting import wait_for
-from workers.dispatcher import Dispatcher
+from workers.leader.dispatcher import Dispatcher
 from workers.queue.memory import MemoryQueue
 from workers.queue.redis import RedisQueue
 

@@ -211,7 +211,9 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
     event to its cache, then the publisher, then the router, so a run the router enqueues at
     once already reads what the event brought. Its watches, CRD check and dispatchers are
     stand-ins (they need an apiserver); the router records what a worker reads as it is called."""
-    from workers import dispatcher, operator_process
+    from workers.leader import dispatcher, executors
+    from workers.leader import process as operator_process
+    from workers.shards import layout_of
 
     seen: list[tuple[bool, dict | None]] = []
     claimed: list[tuple[str, ...] | None] = []
@@ -267,9 +269,8 @@ def test_the_leader_s_own_wiring_publishes_an_event_before_its_router_sees_it(
         cluster=SimpleNamespace(api_client=None, watched=None),
         schedule_lag=ScheduleLag(),
     )
-    process = operator_process.OperatorProcess(
-        runtime, send_task=lambda ticket: None, leader_election=False
-    )
+    scaled = executors.CeleryExecutor(runtime, layout_of(settings), send_task=lambda t: None)
+    process = operator_process.OperatorProcess(runtime, scaled, leader_election=False)
     process.start()
     try:
         wait_for(lambda: worker.instances.lookup("main") == (True, None), timeout=10,

@@ -18,7 +18,7 @@ from workers.engine.crd_check import (
     served_crd_problems,
 )
 from workers.engine.loader_control import PROTECTED_NAMES
-from workers.operator_process import CRD_UNCHECKED, ServedCrdCheck
+from workers.leader.crd_check import CRD_UNCHECKED, ServedCrdCheck
 
 VERSION = "v1alpha1"
 
@@ -145,7 +145,7 @@ def test_missing_crds_and_unserved_versions_are_reported():
     ]
 
 
-# --- the leader's check (workers/operator_process.py) ---------------------------------------------
+# --- the leader's check (workers/leader/crd_check.py) ---------------------------------------------
 
 
 class _Reads:

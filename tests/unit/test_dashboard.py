@@ -74,7 +74,7 @@ class _Queue:
 
 def _operator(*, leading: bool, scaled: bool = False, depth: Any = 4, holder: str = "other-1"):
     return SimpleNamespace(
-        send_task=(lambda ticket: None) if scaled else None,
+        scaled=scaled,
         runtime=SimpleNamespace(identity="me-1", queue=_Queue(depth)),
         is_leader=lambda: leading,
         elector=SimpleNamespace(_observed=(holder, "2026-01-01T00:00:00Z")),

@@ -16,16 +16,19 @@ import pytest
 
 from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
-from workers import operator_process, report_threads
+from workers import report_threads
 from workers.broker_window import window
-from workers.dispatcher import Dispatcher
 from workers.engine.outcome import Requeue
 from workers.engine.recent_reads import RecentReads
 from workers.engine.settings import OperatorSettings
 from workers.keys import ObjectKey
+from workers.leader import executors
+from workers.leader import process as operator_process
+from workers.leader.dispatcher import Dispatcher
 from workers.queue.base import Priority, Ticket
 from workers.queue.lag import ScheduleLag
 from workers.queue.memory import MemoryQueue
+from workers.shards import layout_of
 
 KEYS = [ObjectKey("ns", f"app-{n}", f"uid-{n}") for n in range(5)]
 
@@ -225,7 +228,7 @@ def test_a_store_outage_is_reported_once_loses_nothing_and_dispatching_resumes(s
     queue.add(KEYS[0])
     queue.down = True
     workers = Workers(slots=4)
-    with caplog.at_level(logging.INFO, logger="workers.dispatcher"):
+    with caplog.at_level(logging.INFO, logger="workers.leader.dispatcher"):
         dispatcher = started(queue, workers.submit, capacity=workers.capacity)
         _wait(lambda: queue.failed >= 5, "several failed rounds")
         assert dispatcher.store_error == "ConnectionError: Error 111 connecting to redis:6379"
@@ -250,7 +253,7 @@ def test_a_dispatched_key_that_never_finishes_is_dispatched_again_after_stale_af
     queue = CallLog(clock)
     queue.add(KEYS[0])
     submitted: list[ObjectKey] = []
-    with caplog.at_level(logging.WARNING, logger="workers.dispatcher"):
+    with caplog.at_level(logging.WARNING, logger="workers.leader.dispatcher"):
         started(
             queue,
             lambda ticket: submitted.append(ticket.key),  # and then lost
@@ -403,7 +406,7 @@ def test_embedded_reports_wait_while_a_reconcile_is_due():
     with fewer (a steady resync load's odd key), both report slots take again."""
     runtime = _process_runtime()
     process = operator_process.OperatorProcess(runtime, leader_election=False)
-    slots = operator_process.EMBEDDED_WORKERS
+    slots = executors.EMBEDDED_WORKERS
     keys = [ObjectKey("ns", f"cr-{i}", f"uid-{i}") for i in range(slots + 1)]
     try:
         for key in keys[:slots]:
@@ -424,9 +427,10 @@ def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
     their own and, as in embedded mode, yield to a backlog of reconciles (S7.4)."""
     sent: list[Ticket] = []
     runtime = _process_runtime()
-    process = operator_process.OperatorProcess(
-        runtime, send_task=sent.append, send_report=sent.append, leader_election=False
+    scaled = executors.CeleryExecutor(
+        runtime, layout_of(runtime.settings), send_task=sent.append, send_report=sent.append
     )
+    process = operator_process.OperatorProcess(runtime, scaled, leader_election=False)
     process.crd_check = SimpleNamespace(problem=None)
     try:
         runtime.queue.advertise_slots("celery@a", 2, ttl=30)

@@ -69,3 +69,18 @@ def test_hikyo_adapter_uses_only_the_engine_ports():
     imported, filtered = result.stdout.splitlines()
     assert set(ast.literal_eval(imported)) <= ENGINE_FOR_ADAPTERS, imported
     assert filtered == "True"
+
+
+def test_every_worker_side_module_is_under_the_leader_split_contract():
+    """The contract that keeps the worker side from importing ``workers.leader`` names its
+    modules one by one: a new module in ``workers/`` must be named there too, or it could
+    reach into the leader's room unnoticed."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    split = [c for c in contracts["contracts"] if c.get("forbidden_modules") == ["workers.leader"]]
+    assert len(split) == 1
+    here = {p.stem for p in (ROOT / "workers").glob("*.py") if p.stem != "__init__"}
+    here |= {p.parent.name for p in (ROOT / "workers").glob("*/__init__.py")}
+    expected = {f"workers.{name}" for name in here - {"leader"}}
+    assert set(split[0]["source_modules"]) == expected

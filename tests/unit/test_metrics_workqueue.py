@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tests.unit.test_metrics import CANARY, Clock, fresh, registry, run_result, value
 from tests.unit.test_runner import KEY, Harness, _raising
 from workers import metrics
+from workers.leader.sources import EventRouter, readiness_of
 from workers.metrics import Metrics, OperatorCollector
 from workers.queue.memory import MemoryQueue
-from workers.sources import EventRouter, readiness_of
 
 __all__ = ["fresh", "registry"]  # fixtures, used by name
 

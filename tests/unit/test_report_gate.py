@@ -1,9 +1,9 @@
 """S7.4 "never delays a reconcile": embedded reports yield to due reconciles, but never starve
-(workers/report_gate.py)."""
+(workers/leader/report_gate.py)."""
 
 from __future__ import annotations
 
-from workers.report_gate import HOLD_LIMIT_SECONDS, ReportGate
+from workers.leader.report_gate import HOLD_LIMIT_SECONDS, ReportGate
 
 
 def test_with_no_reconcile_waiting_every_free_slot_may_take_a_report():

@@ -10,9 +10,9 @@ import pytest
 
 from tests.support.clocks import FakeClock
 from tests.unit.test_sources import cr
+from workers.leader.sources import EventRouter
 from workers.queue.base import Priority
 from workers.queue.memory import MemoryQueue
-from workers.sources import EventRouter
 
 HEALTHY = 500
 

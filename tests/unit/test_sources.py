@@ -8,9 +8,9 @@ import pytest
 
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.keys import ObjectKey
+from workers.leader.sources import EventRouter
 from workers.queue.base import Priority
 from workers.queue.memory import MemoryQueue
-from workers.sources import EventRouter
 
 
 class Clock:

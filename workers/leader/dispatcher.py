@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from .queue.base import KeyedQueue, Ticket
-from .queue.orphans import orphaned
+from ..queue.base import KeyedQueue, Ticket
+from ..queue.orphans import orphaned
 
 log = logging.getLogger(__name__)
 

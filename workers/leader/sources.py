@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, READY, UNRECONCILED, first_blocker
-from .engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
-from .engine.force_sync import requested_value
-from .engine.ports import opted_in_targets
-from .engine.reports import heartbeat_period
-from .keys import ObjectKey
-from .queue.base import KeyedQueue, Priority
+from ..engine.conditions import CREDENTIAL_EXPIRY, LIFECYCLES, READY, UNRECONCILED, first_blocker
+from ..engine.durations import DEFAULT_RESYNC_SECONDS, InvalidDuration, resync_seconds
+from ..engine.force_sync import requested_value
+from ..engine.ports import opted_in_targets
+from ..engine.reports import heartbeat_period
+from ..keys import ObjectKey
+from ..queue.base import KeyedQueue, Priority
 
 log = logging.getLogger(__name__)
 

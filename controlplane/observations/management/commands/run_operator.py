@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -29,13 +28,9 @@ from controlplane.observations.migrate_at_start import MigrationFailed, migrate_
 from controlplane.observations.recording import BackgroundRecorder
 from workers import metrics
 from workers.engine.settings import SettingsInvalid, parse_address
+from workers.leader.executors import executor_for
+from workers.leader.process import OperatorProcess
 from workers.memory import limit_malloc_arenas, tracemalloc_on_signal
-from workers.operator_process import (
-    OperatorProcess,
-    celery_report_sender,
-    celery_rollout_sender,
-    celery_sender,
-)
 from workers.runtime import build_runtime
 from workers.shards import layout_of
 
@@ -86,9 +81,7 @@ class Command(BaseCommand):
         shard = layout_of(operator_settings)
         operator = OperatorProcess(
             runtime,
-            send_task=partial(celery_sender, shard=shard.tag) if scaled else None,
-            send_rollout_evaluation=celery_rollout_sender if scaled else None,
-            send_report=partial(celery_report_sender, shard=shard.tag) if scaled else None,
+            executor_for(runtime, shard, scaled=scaled),
             leader_election=operator_settings.leader_election,
         )
         process.current = operator
