@@ -259,6 +259,7 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self._start_at_zero()
         self.in_flight = InFlight(
             self.unfinished_seconds.labels(RECONCILE_QUEUE),
             self.longest_seconds.labels(RECONCILE_QUEUE),
@@ -266,6 +267,17 @@ class Metrics:
         self._lock = threading.Lock()
         self._standing_off: dict[str, float] = {}  # CR uid -> until (monotonic)
         self._clock: Callable[[], float] = time.monotonic
+
+    def _start_at_zero(self) -> None:
+        """The counters an alert takes ``increase()`` of, at 0 for every label set known before
+        the first run: a series that first appears at 1 is no increase, so without this the
+        first panic of a process would never page (issue 50)."""
+        for result in ("success", "error", "requeue_after"):
+            self.controller_reconciles.labels(CONTROLLER, result)
+        self.controller_errors.labels(CONTROLLER)
+        self.controller_panics.labels(CONTROLLER)
+        for reason in (INTERRUPTED, INTERNAL_ERROR, DEADLINE_EXCEEDED):
+            self.reconciles.labels(UNCHANGED, reason)
 
     # -- one run ------------------------------------------------------------------------
 
@@ -396,8 +408,9 @@ class WorkqueueObserver:
 
 
 class OperatorCollector(Collector):
-    """Read at scrape time: ``hikyo_operator_leader`` always; on the Lease holder only (the one
-    that watches and dispatches, S4.1.5) the queue depths and ``hikyo_operator_secrets``.
+    """Read at scrape time: ``hikyo_operator_leader`` and the shard layout (its own shard, and
+    every shard expected) always; on the Lease holder only (the one that watches and
+    dispatches, S4.1.5) the queue depths and ``hikyo_operator_secrets``.
 
     ``queues`` maps a workqueue name to a queue; a queue (store) that cannot be read leaves its
     samples out of this scrape, the rest is served.
@@ -425,13 +438,17 @@ class OperatorCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         families = self._families()
-        leader_family, shard_family, depth, workqueue_depth, secrets, ready, expiring = families
+        leader_family, shard_family, expected_family, depth, workqueue_depth = families[:5]
+        secrets, ready, expiring = families[5:]
         leading = _safely(self.leader, False)
         leader_family.add_metric([], 1.0 if leading else 0.0)
         yield leader_family
         shard, shards = self.shard
         shard_family.add_metric([str(shard), str(shards)], 1.0)
         yield shard_family
+        for expected in range(shards):
+            expected_family.add_metric([str(expected)], 1.0)
+        yield expected_family
         if not leading:
             return
         for name, queue in (_safely(self.queues, {}) or {}).items():
@@ -500,6 +517,13 @@ class OperatorCollector(Collector):
                 "(S4.1.8; shard 0 of 1 unsharded). With hikyo_operator_leader, each shard's "
                 "leader; hikyo_operator_secrets on it, the shard's size.",
                 labels=["shard", "shards"],
+            ),
+            GaugeMetricFamily(
+                "hikyo_operator_shard_expected",
+                "Always 1, once for each shard this process's layout has (0 to shards - 1), "
+                "so an alert names a shard that has no leader even when none of its processes "
+                "is left to say so (S4.1.8).",
+                labels=["shard"],
             ),
             GaugeMetricFamily(
                 "hikyo_operator_queue_depth",

@@ -52,6 +52,25 @@ def test_every_alert_is_tested_firing_and_silent():
     assert alerts == firing == silent
 
 
+RUNBOOKS = CHART.parents[1] / "docs" / "alerts.md"
+RUNBOOK_URL = "https://github.com/hikyo-org/hikyo-operator/blob/main/docs/alerts.md"
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to -."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", markdown, flags=re.M)
+    return {re.sub(r"[^a-z0-9 _-]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_alert_links_its_own_runbook_section():
+    anchors = github_anchors(RUNBOOKS.read_text())
+    for rule in _rules():
+        url = rule["annotations"].get("runbook_url", "")
+        page, _, anchor = url.partition("#")
+        assert page == RUNBOOK_URL and anchor == rule["alert"].lower(), (rule["alert"], url)
+        assert anchor in anchors, f"docs/alerts.md has no section for {rule['alert']}"
+
+
 def test_the_prometheus_rule_is_the_tested_file(tmp_path):
     rendered = render(
         tmp_path, operator_values(prometheusRule={"enabled": True, "labels": {"release": "kps"}})
@@ -96,7 +115,9 @@ def metric_names(expr: str) -> set[str]:
     (followed by "("), keywords, label matchers ({...}), grouping lists or durations."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # strings
     expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
-    expr = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", expr)  # grouping lists
+    expr = re.sub(
+        r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr
+    )  # grouping and matching lists
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # ranges and subqueries
     names = re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", expr)
     return {name for name in names if name not in _KEYWORDS and not re.fullmatch(r"[0-9e]+", name)}
