@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds tools/dotenv-reader (Docker Compose's .env reader: compose-go $COMPOSE_GO_VERSION of
 # tools/versions.env, package dotenv) from the Go module proxy into the dev cache, like
-# tools/build-promtool.sh, and prints the binary's path on the last line of stdout. The S11.3
+# tools/build-helm.sh, and prints the binary's path on the last line of stdout. The S11.3
 # dotenv tests (tests/unit/test_file_formats.py) read the operator's files back with it.
 #
 #   tools/build-dotenv-reader.sh                        build (or reuse the cache)

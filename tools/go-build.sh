@@ -1,5 +1,5 @@
 # Shared by the scripts that build Go tools from the Go module proxy into the dev cache
-# (tools/build-control-plane.sh, tools/build-helm.sh, tools/build-promtool.sh). Sourced, never run; the caller
+# (tools/build-control-plane.sh, tools/build-helm.sh, tools/build-dotenv-reader.sh, tools/build-eso.sh). Sourced, never run; the caller
 # defines fail() and $hint first.
 # shellcheck shell=bash
 

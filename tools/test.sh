@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command. On a fresh machine it installs what the suite needs (Debian's
-# redis-server, postgresql and chromium; this package with its test extra), builds or reuses
-# the local control plane, Helm and promtool (from the Go module proxy, cached in
-# ~/.cache/hikyo-dev), then runs pytest with the 25 slowest tests printed.
+# redis-server, postgresql, chromium and prometheus, whose promtool checks the chart's alerts;
+# this package with its test extra), builds or reuses the local control plane and Helm (from the
+# Go module proxy, cached in ~/.cache/hikyo-dev), then runs pytest with the 25 slowest tests
+# printed. Each set-up step prints when it starts ("=== <step> (at Ns)"), like .ci/run.
 #
 #   bash tools/test.sh                      # every test, in parallel lanes (tools/lanes.py)
 #   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 4)
@@ -15,6 +16,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 fail() { echo "tools/test.sh: $*" >&2; exit 1; }
+t0=$SECONDS
+# Where a fresh machine's set-up time goes (docs/development.md has the measured times).
+step() { printf '\n=== %s (at %ds)\n' "$*" "$((SECONDS - t0))"; }
 
 missing_packages() {
   local missing=()
@@ -25,6 +29,7 @@ missing_packages() {
 }
 
 if [ "${HIKYO_SKIP_SETUP:-}" != "1" ]; then
+  step "Debian packages"
   read -r -a needed <<<"$(missing_packages)"
   if [ "${#needed[@]}" -gt 0 ] && [ -n "${needed[0]}" ]; then
     if [ "$(id -u)" = 0 ]; then SUDO=(); elif command -v sudo >/dev/null; then SUDO=(sudo); else
@@ -34,18 +39,28 @@ if [ "${HIKYO_SKIP_SETUP:-}" != "1" ]; then
     "${SUDO[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${needed[@]}" >/dev/null
   fi
+  step "Python package"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 fi
 
-# Each build script prints its result's path as stdout's last line; tail reads all its input,
-# so a pipe into it cannot SIGPIPE the build.
+# Each script prints its result's path as stdout's last line; tail reads all its input, so a
+# pipe into it cannot SIGPIPE a build.
+step "Local control plane"
 KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(bash tools/build-control-plane.sh | tail -n 1)}
+step "Helm"
 HELM=${HELM:-$(bash tools/build-helm.sh | tail -n 1)}
-PROMTOOL=${PROMTOOL:-$(bash tools/build-promtool.sh | tail -n 1)}
+step "promtool"
+# Debian's (package prometheus), installed when missing with no server left running; a PROMTOOL
+# that is set is used as it is, once the script has checked it is an executable file.
+PROMTOOL=$(bash tools/install-promtool.sh | tail -n 1)
+promtool_version=$("$PROMTOOL" --version 2>&1 | sed -n 1p)  # sed reads all: no SIGPIPE
+echo "promtool: $PROMTOOL ($promtool_version)"
+step "dotenv-reader"
 # Docker Compose's .env reader, for the S11.3 dotenv read-back tests (tests/support/dotenv_reader.py).
 DOTENV_READER=${DOTENV_READER:-$(bash tools/build-dotenv-reader.sh | tail -n 1)}
 export KUBEBUILDER_ASSETS HELM PROMTOOL DOTENV_READER
 
+step "Tests"
 case "${1:-}" in
   "" | --lanes) exec python3 tools/lanes.py "$@" ;;
   --fast) exec python3 -m pytest --durations=25 tests/unit tests/queue tests/chart tests/tooling \
