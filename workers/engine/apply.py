@@ -25,10 +25,11 @@ from .observed import ForbiddenRead, Observed
 from .outcome import Outcome, Requeue, failure
 from .pacing import pause_instance
 from .plan import FetchPlan, Now, Plan, RolloutPlan, SecretAction, Stop, StoreNote, WriteKind
+from .policy_writes import write_secret
 from .ports import Cluster, CoordinationStore, Event, SecretObject
 from .refusals import forbidden_outcome, not_owned, release_failed
 from .reports import CAPABILITY_TTL
-from .secret_writes import NotOwned, SecretWriter, WriteFailed, WriteResult, Written
+from .secret_writes import NotOwned, SecretWriter, WriteFailed, Written
 from .settings import OperatorSettings
 from .stamp_root import STAMP_ROOT_KEY, STAMP_ROOT_SECRET
 from .status import desired_status, status_differs
@@ -166,7 +167,7 @@ def _writes(plan: Plan, observed: Observed, cluster: Cluster) -> tuple[Outcome, 
         )
         return outcome, True
     if action is not None:
-        result = _write_secret(writer, cluster, plan)
+        result = write_secret(writer, cluster, action)
         if isinstance(result, WriteFailed):
             return secret_write_failed(result.cause), False
         if isinstance(result, NotOwned):
@@ -189,22 +190,6 @@ def _finalizing_write(
         return writer.release(action.namespace, action.name, action.cr_uid)
     removed = merge_keys(cluster, action.namespace, action.name, {})
     return removed if isinstance(removed, Written | WriteFailed) else WriteFailed("conflict")
-
-
-def _write_secret(
-    writer: SecretWriter, cluster: Cluster, plan: Plan
-) -> WriteResult | KeysOwnedElsewhere:
-    action = plan.secret
-    assert action is not None and action.spec is not None
-    if action.kind in (WriteKind.MERGE, WriteKind.UNMERGE):  # S11.4
-        return merge_keys(cluster, action.namespace, action.name, action.data, action.target)
-    if action.kind == WriteKind.CONVERGE:
-        return writer.converge(action.spec, action.target, action.data)
-    if action.kind == WriteKind.EMPTY:
-        return writer.empty(action.spec)
-    deleted = writer.delete_typed(action.spec)
-    # settle_secret reads "no Secret" after a deletion, whatever the read-back found
-    return Written(None) if isinstance(deleted, Written) else deleted
 
 
 def _patch_stamps(cluster: Cluster, rollout: RolloutPlan) -> list[str]:

@@ -20,7 +20,6 @@ from .decide_scrub import managed_status, scrub_plan, scrubbed_message, withdraw
 from .errors import EngineError
 from .facts import Cause, fetch_failure_cause
 from .fetched import Delivery, FetchOutcome
-from .merge import MERGE, foreign_keys, keys_owned_elsewhere_refusal, merged
 from .messages import key_list
 from .native_types import OPAQUE
 from .observed import Observed
@@ -35,6 +34,7 @@ from .pacing import (
     spread,
 )
 from .plan import FetchAttempt, FetchPlan, Gate, Now, Plan, SecretAction, StoreNote, WriteKind
+from .policy_writes import policy_write
 from .ports import SecretObject
 from .settings import OperatorSettings
 from .shaping import deliver
@@ -224,16 +224,11 @@ def _write(
 ) -> Plan:
     """S4.8, S4.9: Secret first (verified), then the status carries the cursor, last."""
     spec, target = fetch.spec, fetch.target
-    merging = spec.creation_policy == MERGE
-    if merging and target is not None:  # S11.4: the apiserver would refuse them; say so first
-        owned_elsewhere = foreign_keys(target, content.data)
-        if owned_elsewhere:
-            refused = keys_owned_elsewhere_refusal(spec.target_name, owned_elsewhere)
-            return Plan(outcome=refused)
-    if merging:
-        changed = target is None or not merged(target, content.data)
-    else:
-        changed = target is None or target.data != content.data  # S4.8.2: identical bytes skip
+    write = policy_write(spec)  # S4.8 whole, or S11.4's keys beside other managers'
+    refused = write.refusal(spec, target, content.data)
+    if refused is not None:
+        return Plan(outcome=refused)
+    changed = write.changes(target, content.data)
     status = {
         "cursor": delivery.cursor,
         "cursorBinding": fetch.binding,
@@ -297,7 +292,7 @@ def _write(
     secret = None
     if changed:
         secret = SecretAction(
-            WriteKind.MERGE if merging else WriteKind.CONVERGE,
+            write.kind,
             spec.namespace,
             spec.target_name,
             spec.uid,
