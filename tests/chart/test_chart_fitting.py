@@ -149,6 +149,27 @@ def test_service_monitor_namespace_scrape_timeout_and_relabelings(tmp_path):
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["hikyo"]}
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["scrapeTimeout"] == "10s" and endpoint["relabelings"] == relabel
+    assert "metricRelabelings" not in endpoint
+
+
+def test_service_monitor_honours_the_metrics_labels_by_default(tmp_path):
+    """Issue 50: the metrics' `instance` (a HikyoInstance) and `namespace` would otherwise be
+    stored as exported_instance / exported_namespace, and the alerts would name pod addresses."""
+    drop = [{"action": "drop", "sourceLabels": ["__name__"], "regex": "python_gc_.*"}]
+    monitor = {"enabled": True}
+    (endpoint,) = one(
+        render(tmp_path, operator_values(metrics={"serviceMonitor": monitor})),
+        "ServiceMonitor",
+        FULLNAME,
+    )["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is True and "metricRelabelings" not in endpoint
+    monitor.update(honorLabels=False, metricRelabelings=drop)
+    (endpoint,) = one(
+        render(tmp_path, operator_values(metrics={"serviceMonitor": monitor})),
+        "ServiceMonitor",
+        FULLNAME,
+    )["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is False and endpoint["metricRelabelings"] == drop
 
 
 @pytest.mark.parametrize("mode", ["embedded", "scaled"])
@@ -164,27 +185,84 @@ def test_pod_disruption_budgets_select_each_deployments_pods(tmp_path, mode):
         assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
         assert budget["spec"]["selector"] == deployment["spec"]["selector"]
     with_min = render(
-        tmp_path, _fitted(podDisruptionBudget={"enabled": True, "minAvailable": "50%"})
+        tmp_path,
+        _fitted(
+            scaled(), replicaCount=2, podDisruptionBudget={"enabled": True, "minAvailable": "50%"}
+        ),
     )
-    (budget,) = objects(with_min, "PodDisruptionBudget")
-    assert (
-        budget["spec"] == {**budget["spec"], "minAvailable": "50%"}
-        and "maxUnavailable" not in budget["spec"]
+    for budget in objects(with_min, "PodDisruptionBudget"):
+        assert budget["spec"]["minAvailable"] == "50%" and "maxUnavailable" not in budget["spec"]
+
+
+@pytest.mark.parametrize("mode", ["embedded", "scaled"])
+def test_a_pod_disruption_budget_of_max_unavailable_zero_renders_zero(tmp_path, mode):
+    """sprig's `default` takes 0 for empty: it rendered 1, letting drains evict."""
+    base = scaled() if mode == "scaled" else operator_values()
+    rendered = render(
+        tmp_path, _fitted(base, podDisruptionBudget={"enabled": True, "maxUnavailable": 0})
     )
+    budgets = objects(rendered, "PodDisruptionBudget")
+    assert budgets and [b["spec"]["maxUnavailable"] for b in budgets] == [0] * len(budgets)
+
+
+@pytest.mark.parametrize(
+    ("base", "fitting", "message"),
+    [
+        (
+            operator_values,
+            {"minAvailable": 1},
+            "operator.podDisruptionBudget.minAvailable 1 keeps all 1 run_operator pod(s) up",
+        ),
+        (
+            operator_values,
+            {"minAvailable": "50%"},
+            "operator.podDisruptionBudget.minAvailable 50% keeps all 1 run_operator pod(s) up",
+        ),
+        (
+            lambda: _fitted(scaled(), replicaCount=3),  # 2 of 3 leaders is fine, of 2 workers not
+            {"minAvailable": 2},
+            "operator.podDisruptionBudget.minAvailable 2 keeps all 2 worker pod(s) up",
+        ),
+    ],
+)
+def test_a_min_available_that_blocks_every_drain_is_refused(tmp_path, base, fitting, message):
+    values = _fitted(base(), podDisruptionBudget={"enabled": True, **fitting})
+    for extra in ((), ("--skip-schema-validation",)):
+        rendered = helm_template(values, tmp_path, *extra)
+        assert rendered.returncode != 0
+        assert f"hikyo-operator: {message}" in rendered.stderr, rendered.stderr
+        assert "every drain would be blocked" in rendered.stderr
 
 
 def _egress_ports(policy: dict[str, Any]) -> list[set[int]]:
     return [{p["port"] for p in rule["ports"]} for rule in policy["spec"]["egress"]]
 
 
+def _from(policy: dict[str, Any], port: int) -> list[list[dict[str, Any]]]:
+    """The peers of each ingress rule that opens ``port``."""
+    return [
+        rule["from"]
+        for rule in policy["spec"]["ingress"]
+        if port in {p["port"] for p in rule["ports"]}
+    ]
+
+
+PROMETHEUS = [
+    {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
+]
+
+
 def test_network_policy_of_the_embedded_operator(tmp_path):
-    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    ingress = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}]
     rendered = render(
         tmp_path,
         _fitted(
             networkPolicy={
                 "enabled": True,
-                "ingressFrom": peers,
+                "dashboard": {"from": ingress},
                 "apiServer": {"ports": [6443], "cidrs": ["10.0.0.1/32"]},
                 "hikyoInstances": {"ports": [443, 8443]},
             }
@@ -194,11 +272,62 @@ def test_network_policy_of_the_embedded_operator(tmp_path):
     deployment = one(rendered, "Deployment", FULLNAME)
     assert policy["spec"]["podSelector"] == deployment["spec"]["selector"]
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    (ingress,) = policy["spec"]["ingress"]
-    assert {p["port"] for p in ingress["ports"]} == {8080, 8081} and ingress["from"] == peers
+    assert _from(policy, 8080) == [PROMETHEUS] and _from(policy, 8081) == [ingress]
     assert _egress_ports(policy) == [{53}, {6443}, {443, 8443}]  # DNS, apiserver, instances
     assert policy["spec"]["egress"][1]["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
     assert "to" not in policy["spec"]["egress"][2]  # instances anywhere on their ports
+
+
+def test_network_policy_defaults_are_least_privilege(tmp_path):
+    """Issue 50: with no peers given, /metrics is open to Prometheus's pods only (in the
+    ServiceMonitor's namespace when it has one) and the dashboard to nobody; every ingress rule
+    names its peers (a rule without `from` would admit every pod)."""
+    rendered = render(tmp_path, _fitted(scaled(shards=2), networkPolicy={"enabled": True}))
+    for policy in objects(rendered, "NetworkPolicy"):
+        assert all(rule.get("from") for rule in policy["spec"].get("ingress", []))
+        assert _from(policy, 8081) == []
+        if not policy["metadata"]["name"].endswith("-redis"):
+            assert _from(policy, 8080) == [PROMETHEUS]
+    elsewhere = render(
+        tmp_path,
+        _fitted(
+            networkPolicy={"enabled": True},
+            metrics={"serviceMonitor": {"enabled": True, "namespace": "observability"}},
+        ),
+    )
+    (peer,) = _from(one(elsewhere, "NetworkPolicy", FULLNAME), 8080)[0]
+    assert peer["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "observability"
+    }
+    scrapers = [{"podSelector": {"matchLabels": {"app": "vmagent"}}}]
+    given = render(
+        tmp_path, _fitted(networkPolicy={"enabled": True, "metrics": {"from": scrapers}})
+    )
+    assert _from(one(given, "NetworkPolicy", FULLNAME), 8080) == [scrapers]
+
+
+def test_network_policy_covers_every_shard_leader_both_ways(tmp_path):
+    """Issue 50: with shards >= 2 each shard leader's pods are restricted like shard 0's, and
+    the bundled Redis admits them (their hikyo:sKofN keys are there)."""
+    rendered = render(tmp_path, _fitted(scaled(shards=3), networkPolicy={"enabled": True}))
+    policies = {p["metadata"]["name"]: p for p in objects(rendered, "NetworkPolicy")}
+    redis = one(rendered, "Deployment", f"{FULLNAME}-redis")
+    redis_from = policies[f"{FULLNAME}-redis"]["spec"]["ingress"][0]["from"]
+    for deployment in objects(rendered, "Deployment"):
+        if deployment is redis:
+            continue
+        selector = deployment_selector(deployment)
+        (policy,) = [p for p in policies.values() if p["spec"]["podSelector"] == selector]
+        assert policy["spec"]["egress"][-1]["to"] == [{"podSelector": deployment_selector(redis)}]
+        assert {"podSelector": selector} in redis_from, deployment["metadata"]["name"]
+    assert len(redis_from) == 4  # shard 0, shards 1 and 2, the workers
+    assert set(policies) == {
+        FULLNAME,
+        f"{FULLNAME}-shard-1",
+        f"{FULLNAME}-shard-2",
+        f"{FULLNAME}-worker",
+        f"{FULLNAME}-redis",
+    }
 
 
 def test_network_policy_of_scaled_mode_adds_redis_and_postgresql(tmp_path):

@@ -136,6 +136,112 @@ def _with(**overrides: Any) -> dict[str, Any]:
     return operator_values(**overrides)
 
 
+CA_VOLUME = {"name": "ca", "configMap": {"name": "corporate-ca"}}
+CA_MOUNT = {"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
+
+# Issue 50: what passed `helm template` and failed only at the apiserver (or prometheus-operator),
+# and what extraEnv could redefine behind the chart's back.
+FITTING_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "a CIDR without its prefix length",
+        _with(networkPolicy={"apiServer": {"cidrs": ["10.0.0.1"]}}),
+        'operator.networkPolicy.apiServer.cidrs[0] "10.0.0.1" is not a CIDR',
+    ),
+    (
+        "a CIDR out of range",
+        _with(networkPolicy={"hikyoInstances": {"cidrs": ["10.0.0.0/8", "300.1.2.3/32"]}}),
+        'operator.networkPolicy.hikyoInstances.cidrs[1] "300.1.2.3/32" is not a CIDR',
+    ),
+    (
+        "priorityClassName not a name",
+        _with(priorityClassName="High_Priority"),
+        'operator.priorityClassName "High_Priority" is not a PriorityClass name',
+    ),
+    (
+        "topology spread whenUnsatisfiable unknown",
+        _with(
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Never"}
+            ]
+        ),
+        "operator.topologySpreadConstraints[0].whenUnsatisfiable must be DoNotSchedule or "
+        "ScheduleAnyway, got Never",
+    ),
+    (
+        "topology spread maxSkew 0",
+        _with(
+            topologySpreadConstraints=[
+                {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        ),
+        "operator.topologySpreadConstraints[0].maxSkew must be an integer of at least 1, got 0",
+    ),
+    (
+        "a volume name twice",
+        _with(extraVolumes=[CA_VOLUME, {"name": "ca", "emptyDir": {}}]),
+        'operator.extraVolumes[1]: the volume name "ca" is used twice',
+    ),
+    (
+        "a volume named as the chart's",
+        _with(extraVolumes=[{"name": "tmp", "emptyDir": {}}]),
+        'operator.extraVolumes[0]: the volume name "tmp" is used twice',
+    ),
+    (
+        "a mountPath twice",
+        _with(
+            extraVolumes=[CA_VOLUME],
+            extraVolumeMounts=[CA_MOUNT, {"name": "ca", "mountPath": "/etc/ssl/corporate/"}],
+        ),
+        'operator.extraVolumeMounts[1]: mountPath "/etc/ssl/corporate/" is mounted twice',
+    ),
+    (
+        "a mount over the chart's /tmp",
+        _with(extraVolumes=[CA_VOLUME], extraVolumeMounts=[{"name": "ca", "mountPath": "/tmp"}]),
+        'operator.extraVolumeMounts[0]: mountPath "/tmp" is mounted twice',
+    ),
+    (
+        "a mount without its volume",
+        _with(extraVolumeMounts=[CA_MOUNT]),
+        'operator.extraVolumeMounts[0] mounts volume "ca", which neither operator.extraVolumes',
+    ),
+    (
+        "ServiceMonitor interval not a duration",
+        _with(metrics={"serviceMonitor": {"enabled": True, "interval": "30 seconds"}}),
+        'operator.metrics.serviceMonitor.interval "30 seconds" is not a Prometheus duration',
+    ),
+    (
+        "ServiceMonitor scrapeTimeout not a duration",
+        _with(metrics={"serviceMonitor": {"scrapeTimeout": "10"}}),
+        'operator.metrics.serviceMonitor.scrapeTimeout "10" is not a Prometheus duration',
+    ),
+    *(
+        (
+            f"extraEnv redefines {name}",
+            _with(extraEnv=[{"name": "TZ", "value": "UTC"}, {"name": name, "value": value}]),
+            f"operator.extraEnv[1] sets {name}, which the chart sets itself",
+        )
+        for name, value in [
+            ("HIKYO_OPERATOR_LEADER_ELECTION", "false"),
+            ("HIKYO_OPERATOR_NAMESPACES", "kube-system"),
+            ("HIKYO_OPERATOR_DATA_DIR", "/data"),
+            ("HIKYO_OPERATOR_SHARD", "0"),
+        ]
+    ),
+]
+
+
+def test_the_removed_ingress_from_is_refused_with_its_replacement(tmp_path):
+    """One peer list for the dashboard and /metrics let any pod it named reach both."""
+    values = _with(networkPolicy={"enabled": True, "ingressFrom": [{"podSelector": {}}]})
+    assert "ingressFrom" in template(values, tmp_path).stderr  # the schema: not a key
+    rendered = template(values, tmp_path, "--skip-schema-validation")
+    assert rendered.returncode != 0
+    assert (
+        "hikyo-operator: operator.networkPolicy.ingressFrom is replaced by networkPolicy.metrics"
+        in rendered.stderr
+    )
+
+
 REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("operator missing", {}, "operator.enabled is required"),
     ("enabled missing", _without("operator.enabled"), "operator.enabled is required"),
@@ -274,6 +380,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
         {**_with(dashboard={"existingSecret": "pg-dsn"}), "database": {"existingSecret": "pg-dsn"}},
         'operator.dashboard.existingSecret names "pg-dsn", a Hikyo server Secret',
     ),
+    *FITTING_REFUSALS,
 ]
 
 
@@ -301,6 +408,33 @@ def test_refusal_is_refused_with_the_schema_too(tmp_path, values, message):
     assert (
         f"hikyo-operator: {message}" in rendered.stderr or f"'{schema_path}" in rendered.stderr
     ), rendered.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(v, m, id=name)
+        for name, v, m in FITTING_REFUSALS
+        # helm lint reports a template's fail() as [INFO] and passes: what only the templates
+        # can check (names across lists) fails at template and install, not at lint.
+        if not name.startswith(("a volume", "a mount", "extraEnv"))
+    ],
+)
+def test_helm_lint_refuses_what_the_schema_can_say(tmp_path, values, message):
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    linted = helm("lint", "--strict", str(CHART), "--values", str(values_file), tmp=tmp_path)
+    assert linted.returncode != 0
+    key = message.split(" ", 1)[0].split("[")[0]
+    assert "'/" + key.replace(".", "/") in linted.stdout + linted.stderr, linted.stdout
+
+
+def test_extra_env_of_other_names_still_reaches_every_container(tmp_path):
+    rendered = render(tmp_path, _with(extraEnv=[{"name": "HTTPS_PROXY", "value": "http://p:3128"}]))
+    for pod in pods(rendered):
+        for container in pod["spec"]["containers"]:
+            if container["name"] in ("operator", "worker"):
+                assert container_env(container)["HTTPS_PROXY"] == "http://p:3128"
 
 
 def test_a_misspelt_operator_key_is_refused_by_the_schema(tmp_path):

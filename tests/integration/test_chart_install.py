@@ -139,7 +139,8 @@ MATRIX = {
         "podDisruptionBudget": {"enabled": True},
         "networkPolicy": {
             "enabled": True,
-            "ingressFrom": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            "metrics": {"from": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]},
+            "dashboard": {"from": [{"podSelector": {"matchLabels": {"app": "ingress"}}}]},
             "apiServer": {"cidrs": ["10.96.0.1/32"]},
         },
         "topologySpreadConstraints": [
@@ -157,8 +158,8 @@ MATRIX = {
         "fullnameOverride": "fitted-operator",
         "revisionHistoryLimit": 2,
     },
-    "fitted-scaled": {
-        "scaled": {"enabled": True, "database": {"existingSecret": "pg"}},
+    "fitted-scaled": {  # issue 50: with shard leaders, each gets its policy and budget
+        "scaled": {"enabled": True, "shards": 2, "database": {"existingSecret": "pg"}},
         "replicaCount": 2,
         "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
         "networkPolicy": {"enabled": True},

@@ -140,8 +140,16 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
 {{- join "," (concat $hosts .Values.operator.dashboard.hosts) -}}
 {{- end -}}
 
-{{/* S9.2: the environment of every operator process (run_operator and workers). */}}
+{{/* S9.2: the environment of every operator process (run_operator and workers): the chart's
+own variables, then operator.extraEnv (which may not name one of them, _validate.tpl). */}}
 {{- define "hikyo-operator.env" -}}
+{{ include "hikyo-operator.chartEnv" . }}
+{{- with .Values.operator.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "hikyo-operator.chartEnv" -}}
 {{- $op := .Values.operator -}}
 - name: HIKYO_OPERATOR_NAMESPACES
   value: {{ join "," $op.namespaces | quote }}
@@ -201,9 +209,6 @@ for port-forwards, and operator.dashboard.hosts. Probes answer any Host. */}}
     secretKeyRef:
       name: {{ $op.scaled.database.existingSecret }}
       key: {{ $op.scaled.database.key }}
-{{- end }}
-{{- with $op.extraEnv }}
-{{ toYaml . }}
 {{- end }}
 {{- end -}}
 

@@ -147,7 +147,98 @@ values.schema.json checks the same types first; these also hold under
 {{- include "hikyo-operator.fail" "operator.scaled.database.existingSecret is required in scaled mode: a Secret holding the PostgreSQL DSN of the observation store" -}}
 {{- end -}}
 {{- include "hikyo-operator.validateSecretReferences" . -}}
+{{- include "hikyo-operator.validateFitting" . -}}
 {{- include "hikyo-operator.validateAgainstCluster" . -}}
+{{- end -}}
+
+{{/* Values the apiserver (or prometheus-operator) would refuse only at install, and values it
+would accept that then defeat the chart (issue 50). */}}
+{{- define "hikyo-operator.validateFitting" -}}
+{{- $op := .Values.operator -}}
+{{/* extraEnv: a second definition of a name wins in Kubernetes, and would undo the chart's. */}}
+{{- $reserved := list "HIKYO_OPERATOR_SHARDS" "HIKYO_OPERATOR_SHARD" -}}
+{{- range (include "hikyo-operator.chartEnv" . | fromYamlArray) }}{{ $reserved = append $reserved .name }}{{ end -}}
+{{- range $i, $env := $op.extraEnv -}}
+{{- if and (kindIs "map" $env) (has $env.name $reserved) -}}
+{{- include "hikyo-operator.fail" (printf "operator.extraEnv[%d] sets %s, which the chart sets itself from its values: set the value instead (reserved: %s)" $i $env.name (join ", " $reserved)) -}}
+{{- end -}}
+{{- end -}}
+{{/* Volumes: the chart's own are tmp (/tmp) and data (/var/lib/hikyo-operator). */}}
+{{- $volumes := list "tmp" "data" -}}
+{{- range $i, $volume := $op.extraVolumes -}}
+{{- if has $volume.name $volumes -}}
+{{- include "hikyo-operator.fail" (printf "operator.extraVolumes[%d]: the volume name %q is used twice (the chart's own are tmp and data)" $i $volume.name) -}}
+{{- end -}}
+{{- $volumes = append $volumes $volume.name -}}
+{{- end -}}
+{{- $paths := list "/tmp" "/var/lib/hikyo-operator" -}}
+{{- range $i, $mount := $op.extraVolumeMounts -}}
+{{- if not (has $mount.name $volumes) -}}
+{{- include "hikyo-operator.fail" (printf "operator.extraVolumeMounts[%d] mounts volume %q, which neither operator.extraVolumes nor the chart (tmp, data) defines" $i $mount.name) -}}
+{{- end -}}
+{{- if has (trimSuffix "/" $mount.mountPath) $paths -}}
+{{- include "hikyo-operator.fail" (printf "operator.extraVolumeMounts[%d]: mountPath %q is mounted twice (the chart's own are /tmp and /var/lib/hikyo-operator)" $i $mount.mountPath) -}}
+{{- end -}}
+{{- $paths = append $paths (trimSuffix "/" $mount.mountPath) -}}
+{{- end -}}
+{{/* Scheduling. */}}
+{{- if and $op.priorityClassName (not (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` (toString $op.priorityClassName))) -}}
+{{- include "hikyo-operator.fail" (printf "operator.priorityClassName %q is not a PriorityClass name (lower-case DNS-1123 subdomain)" (toString $op.priorityClassName)) -}}
+{{- end -}}
+{{- range $i, $spread := $op.topologySpreadConstraints -}}
+{{- $skew := $spread.maxSkew -}}
+{{- if not (and (or (kindIs "int64" $skew) (kindIs "float64" $skew) (kindIs "int" $skew)) (ge (float64 $skew) 1.0) (eq (float64 $skew) (floor $skew))) -}}
+{{- include "hikyo-operator.fail" (printf "operator.topologySpreadConstraints[%d].maxSkew must be an integer of at least 1, got %v" $i $skew) -}}
+{{- end -}}
+{{- if not (has $spread.whenUnsatisfiable (list "DoNotSchedule" "ScheduleAnyway")) -}}
+{{- include "hikyo-operator.fail" (printf "operator.topologySpreadConstraints[%d].whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway, got %v" $i $spread.whenUnsatisfiable) -}}
+{{- end -}}
+{{- end -}}
+{{/* NetworkPolicy CIDRs and peers. */}}
+{{- $np := $op.networkPolicy -}}
+{{- range $to := list "apiServer" "hikyoInstances" "database" "redis" -}}
+{{- range $i, $cidr := (index $np $to).cidrs -}}
+{{- if not (regexMatch `^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*/(12[0-8]|1[01][0-9]|[1-9]?[0-9])$` (toString $cidr)) -}}
+{{- include "hikyo-operator.fail" (printf "operator.networkPolicy.%s.cidrs[%d] %q is not a CIDR (an address and a prefix length, e.g. 10.0.0.0/16)" $to $i (toString $cidr)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $np.ingressFrom -}}
+{{- include "hikyo-operator.fail" "operator.networkPolicy.ingressFrom is replaced by networkPolicy.metrics (who scrapes /metrics) and networkPolicy.dashboard.from (who reaches the dashboard): each port now has its own peers" -}}
+{{- end -}}
+{{/* ServiceMonitor durations (prometheus-operator's Duration). */}}
+{{- $sm := $op.metrics.serviceMonitor -}}
+{{- range $key := list "interval" "scrapeTimeout" -}}
+{{- $duration := toString (index $sm $key | default "") -}}
+{{- $ok := regexMatch `^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$` $duration -}}
+{{- if eq $key "interval" }}{{ $ok = and $ok (ne $duration "") }}{{ end -}}
+{{- if not $ok -}}
+{{- include "hikyo-operator.fail" (printf "operator.metrics.serviceMonitor.%s %q is not a Prometheus duration (e.g. 30s, 1m30s)" $key $duration) -}}
+{{- end -}}
+{{- end -}}
+{{- include "hikyo-operator.validateDisruptionBudget" . -}}
+{{- end -}}
+
+{{/* A budget the single embedded pod (or any Deployment) can never meet blocks every drain;
+maxUnavailable 0 is honoured as asked (it holds voluntary evictions until changed). */}}
+{{- define "hikyo-operator.validateDisruptionBudget" -}}
+{{- $op := .Values.operator -}}
+{{- $min := $op.podDisruptionBudget.minAvailable -}}
+{{- if and $op.podDisruptionBudget.enabled (not (kindIs "invalid" $min)) -}}
+{{- $replicas := dict "run_operator" (int64 $op.replicaCount) -}}
+{{- if include "hikyo-operator.scaled" . }}{{ $_ := set $replicas "worker" (int64 $op.scaled.workers) }}{{ end -}}
+{{- range $what, $count := $replicas -}}
+{{- $kept := 0.0 -}}
+{{- if kindIs "string" $min -}}
+{{- $kept = ceil (divf (mulf (float64 (trimSuffix "%" $min)) $count) 100.0) -}}
+{{- else -}}
+{{- $kept = float64 $min -}}
+{{- end -}}
+{{- if ge $kept (float64 $count) -}}
+{{- include "hikyo-operator.fail" (printf "operator.podDisruptionBudget.minAvailable %v keeps all %d %s pod(s) up, so every drain would be blocked: use maxUnavailable (1 by default), or a minAvailable below the replica count" $min $count $what) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* S9.3: no operator pod references the server's Secrets. */}}
