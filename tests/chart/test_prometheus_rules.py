@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
 
 from tests.support.helm import CHART, one, operator_values
 from workers.metrics import Metrics, OperatorCollector
@@ -151,6 +152,25 @@ def test_metric_names_are_read_from_promql():
         " / b_total or vector(0)"
     )
     assert metric_names(expr) == {"a_seconds_bucket", "b_total"}
+
+
+def test_instance_is_grouped_by_only_where_it_names_a_hikyo_instance():
+    """With the ServiceMonitor's honorLabels (the default), `instance` is a metric's own label
+    (a HikyoInstance) where it has one, and the pod's address elsewhere: the board and the
+    rules group by it only over metrics that carry it, so a line or an alert is a HikyoInstance."""
+    wrappers = vars(Metrics(CollectorRegistry())).values()
+    labelled = tuple(
+        w._name
+        for w in wrappers
+        if isinstance(w, MetricWrapperBase) and "instance" in w._labelnames
+    )
+    board = json.loads(BOARD.read_text())
+    exprs = [target["expr"] for panel in board["panels"] for target in panel["targets"]]
+    exprs += [rule["expr"] for rule in _rules()]
+    grouped = [e for e in exprs if re.search(r"\b(by|on)\s*\([^)]*\binstance\b", e)]
+    assert len(grouped) >= 3  # the board's fetch time and 429s, HikyoInstanceRateLimited
+    for expr in grouped:
+        assert all(name.startswith(labelled) for name in metric_names(expr)), expr
 
 
 def test_every_metric_in_the_board_and_the_rules_is_exported():
