@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -20,6 +21,18 @@ from workers.engine.ports import LEASE_NAME
 from .slim_api import CoordinationV1
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """The Lease as this process last took or renewed it: for the dashboard's record
+    (controlplane/observations/leases.py), never for deciding who leads."""
+
+    holder: str
+    acquired_at: datetime | None
+    renewed_at: datetime
+    duration_seconds: int
+    transitions: int
 
 
 class LeaderElector(threading.Thread):
@@ -53,6 +66,8 @@ class LeaderElector(threading.Thread):
         # The Lease's leaseTransitions as this process last took or renewed it: a new holder
         # always counts one more, so it numbers terms of leadership in Kubernetes itself.
         self.transitions: int | None = None
+        # Replaced whole (never mutated), so another thread reads one consistent snapshot.
+        self.held: HeldLease | None = None
 
     def run(self) -> None:
         try:
@@ -76,6 +91,7 @@ class LeaderElector(threading.Thread):
     def _step_down(self, why: str) -> None:
         (log.info if self.stop_event.is_set() else log.warning)("leadership ended: %s", why)
         self.is_leader.clear()
+        self.held = None
         self.on_stopped()
 
     def _attempt(self) -> bool:
@@ -122,6 +138,7 @@ class LeaderElector(threading.Thread):
                 log.warning("updating lease failed: HTTP %s", error.status)
             return False
         self.transitions = spec.lease_transitions or 0
+        self._held(spec.acquire_time, now)
         return True
 
     def _create(self) -> bool:
@@ -143,7 +160,15 @@ class LeaderElector(threading.Thread):
                 log.warning("creating lease failed: HTTP %s", error.status)
             return False
         self.transitions = 0
+        self._held(now, now)
         return True
+
+    def _held(self, acquired: object, renewed: datetime) -> None:
+        # A Lease written by hand may lack acquireTime: unknown, not a guess.
+        acquired = acquired if isinstance(acquired, datetime) else None
+        self.held = HeldLease(
+            self.identity, acquired, renewed, int(self.lease_seconds), self.transitions or 0
+        )
 
     def _release(self) -> None:
         """Hands the lease over at once on a clean shutdown (client-go ReleaseOnCancel)."""
@@ -174,20 +199,3 @@ def live_holder(
         return None
     expires = spec.renew_time.timestamp() + (spec.lease_duration_seconds or 0)
     return spec.holder_identity if expires > now.timestamp() else None
-
-
-def lease_record(
-    api_client: client.ApiClient, namespace: str, name: str
-) -> tuple[str | None, datetime | None]:
-    """(holder, last renewal) of a Lease as it is recorded, (None, None) when there is none.
-    For display (the dashboard's shard table); expiry is the reader's to judge."""
-    try:
-        lease = CoordinationV1(api_client).read_namespaced_lease(name, namespace)
-    except ApiException as error:
-        if error.status == 404:
-            return None, None
-        raise
-    spec = lease.spec
-    if spec is None:
-        return None, None
-    return spec.holder_identity or None, spec.renew_time

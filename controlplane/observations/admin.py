@@ -15,7 +15,6 @@ nothing here reads a value, token, cursor or stamp (S0.4).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -23,14 +22,20 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotModified,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse, reverse_lazy
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from k8s.leader import lease_record
 from workers.engine.conditions import (
     TYPE_ORDER,
 )
@@ -390,7 +395,7 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             raise PermissionDenied
         now = timezone.now()
         summary = dashboard.summary()
-        regions = ["operator", "overall", "not-ready", "warnings", "instances"]
+        regions = ["operator", "shards", "overall", "not-ready", "warnings", "instances"]
         regions += ["per-instance", "per-namespace"]
         context = {
             **self._page_context(request, "Overview"),
@@ -406,9 +411,7 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             "operator": dashboard.operator_facts(
                 process.current, scaled_by_settings=bool(getattr(settings, "REDIS_URL", None))
             ),
-            "shards": dashboard.shard_facts(
-                settings.HIKYO_OPERATOR.shards, _lease_reader(process.current)
-            ),
+            "shards": dashboard.shard_facts(settings.HIKYO_OPERATOR.shards, now),
         }
         return TemplateResponse(request, "observations/overview.html", context)
 
@@ -430,11 +433,21 @@ class TrackedObjectAdmin(ReadOnlyAdmin):
             raise PermissionDenied
         pk = request.GET.get("object")
         if pk is None:
-            return JsonResponse({"stamp": live.overall_stamp()})
-        tracked = TrackedObject.objects.filter(pk=pk).first() if pk.isdigit() else None
-        if tracked is None:
-            raise Http404("no such HikyoSecret")
-        return JsonResponse({"stamp": live.object_stamp(tracked)})
+            stamp = live.overall_stamp()
+        else:
+            tracked = TrackedObject.objects.filter(pk=pk).first() if pk.isdigit() else None
+            if tracked is None:
+                raise Http404("no such HikyoSecret")
+            stamp = live.object_stamp(tracked)
+        etag = f'"{stamp}"'
+        # The page still shows this stamp: "unchanged", with no body to build or parse.
+        answer = (
+            HttpResponseNotModified()
+            if request.headers.get("If-None-Match") == etag
+            else JsonResponse({"stamp": stamp})
+        )
+        answer["ETag"] = etag
+        return answer
 
     def change_view(
         self,
@@ -555,15 +568,3 @@ class StatusReportAdmin(ReadOnlyAdmin):
     list_display = ("at", "namespace", "name", "http_status", "outcome")
     list_filter = ("at",)
     search_fields = ("=namespace", "name")
-
-
-def _lease_reader(operator: Any) -> dashboard.LeaseReader:
-    """The Leases in the operator's namespace, read with the operator process's client."""
-
-    def read(name: str) -> tuple[str | None, datetime | None]:
-        if operator is None:
-            raise LookupError("no operator runs in this process")
-        runtime = operator.runtime
-        return lease_record(runtime.cluster.api_client, runtime.settings.operator_namespace, name)
-
-    return read

@@ -10,7 +10,7 @@ A fact the process cannot tell shows as "unknown"; the overview never fails on i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,8 +20,8 @@ from django.db.models import Count, Max
 from workers.engine.conditions import UNRECONCILED
 from workers.shards import ShardLayout, shard_of
 
-from . import instances, why
-from .models import TrackedObject
+from . import instances, leases, why
+from .models import LeaseRecord, TrackedObject
 from .why import Why
 
 LIFECYCLES = ("Synced", "Retained", "Refused", "Scrubbed", UNRECONCILED)
@@ -208,28 +208,38 @@ class ShardFacts:
     holder: str
     renewed: datetime | None
     hikyosecrets: int
+    leader: leases.LeaderState
+    recorded: datetime | None = None
 
 
-LeaseReader = Callable[[str], tuple[str | None, datetime | None]]
-
-
-def shard_facts(shards: int, read_lease: LeaseReader) -> list[ShardFacts]:
-    """S4.1.8: per shard, its Lease's holder and last renewal as recorded, and how many live
-    HikyoSecrets it holds (by the namespaces this store knows); [] for one shard. A Lease that
-    cannot be read is "unknown", the rest is still shown."""
+def shard_facts(
+    shards: int, now: datetime, recorded: Mapping[str, LeaseRecord] | None = None
+) -> list[ShardFacts]:
+    """S4.1.8: per shard, its Lease's holder and last renewal as the leaders recorded them
+    (``leases.py``; no apiserver read), whether a live leader holds it at ``now``, and how many
+    live HikyoSecrets it holds (by the namespaces this store knows); [] for one shard. A shard
+    with no record shows "none" and no live leader; the rest is still shown."""
     if shards <= 1:
         return []
     counts = [0] * shards
     for row in live().values("namespace").annotate(count=Count("id")):
         counts[shard_of(row["namespace"], shards)] += row["count"]
+    records = leases.recorded() if recorded is None else recorded
     facts = []
     for shard in range(shards):
         lease = ShardLayout(shard, shards).lease_name
-        try:
-            holder, renewed = read_lease(lease)
-        except Exception:
-            holder, renewed = UNKNOWN, None
-        facts.append(ShardFacts(shard, lease, holder or "none", renewed, counts[shard]))
+        record = records.get(lease)
+        facts.append(
+            ShardFacts(
+                shard,
+                lease,
+                (record.holder if record else "") or "none",
+                record.renewed_at if record else None,
+                counts[shard],
+                leases.state_of(record, now),
+                record.recorded_at if record else None,
+            )
+        )
     return facts
 
 

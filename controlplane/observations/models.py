@@ -85,6 +85,10 @@ class TrackedObject(models.Model):
         indexes = [
             models.Index(fields=["namespace", "name"]),
             models.Index(fields=["last_checked_at"]),  # forgetting deleted CRs
+            # The live poll's stamp (live.py) reads MAX of each: an index answers it in a
+            # lookup, not a scan of every row (issue 51: 20,000 rows, 5 tabs every 2 s).
+            models.Index(fields=["last_changed_at"]),
+            models.Index(fields=["deleted_at"]),
         ]
         permissions = [("force_resync", "Can force a resync of HikyoSecrets")]
 
@@ -206,3 +210,28 @@ class StatusReport(AboutHikyoSecret):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} {self.http_status or '-'} {self.outcome}"
+
+
+class LeaseRecord(models.Model):
+    """A shard leader's Lease as its holder last recorded it (issue 51 item 3): the overview
+    reads this, never the apiserver. Written by the leader itself (leases.LeaseRecorder) on a
+    new term and every few seconds while it leads (``lag_seconds``), so a dead leader's
+    row stops moving: ``leases.leader_state`` judges it by its renewal, not by its presence.
+    The holder is a process's identity (a pod name); nothing here is a secret."""
+
+    lease = models.CharField(max_length=253, unique=True)
+    shard = models.PositiveSmallIntegerField()
+    shards = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=253)
+    acquired_at = models.DateTimeField(null=True)
+    renewed_at = models.DateTimeField()  # the renewTime the holder wrote into the Lease
+    duration_seconds = models.PositiveIntegerField()  # the Lease's leaseDurationSeconds
+    transitions = models.PositiveIntegerField()  # leaseTransitions: one more per new holder
+    lag_seconds = models.FloatField()  # how far the writer's row may trail the Lease
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["shard"]
+
+    def __str__(self) -> str:
+        return f"{self.lease} held by {self.holder}"

@@ -660,38 +660,44 @@ def test_the_detail_page_links_the_workloads_a_run_restarted(objects, viewer):
 
 
 def test_the_overview_shows_each_shard_leader_and_size(objects, viewer, settings, monkeypatch):
-    """S4.1.8: per shard, its Lease's holder and renewal and the HikyoSecrets it holds; a
-    Lease that cannot be read is unknown and the rest is still shown."""
+    """S4.1.8: per shard, its Lease's holder and renewal as the leaders recorded them and the
+    HikyoSecrets it holds; a stale record shows no live leader, a shard never recorded none.
+    Nothing is read from the apiserver (issue 51): any Lease read fails the test."""
     from dataclasses import replace
-    from types import SimpleNamespace
 
-    from controlplane.observations import admin as observations_admin
+    from django.utils import timezone
+
     from controlplane.observations import process
+    from controlplane.observations.leases import LeaseFacts, record_lease
+    from k8s.slim_api import CoordinationV1
     from workers.shards import ShardLayout, shard_of
 
+    def no_apiserver(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the overview read a Lease from the apiserver")
+
+    monkeypatch.setattr(CoordinationV1, "read_namespaced_lease", no_apiserver)
+    monkeypatch.setattr(process, "current", None)  # a dashboard with no operator in-process
     settings.HIKYO_OPERATOR = replace(settings.HIKYO_OPERATOR, shards=3)
-    renewed = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    holders = {ShardLayout(0, 3).lease_name: ("leader-a", renewed)}
-
-    def lease_record(api_client, namespace, name):
-        if name == ShardLayout(2, 3).lease_name:
-            raise Forbidden("get leases", 403, "Forbidden")
-        return holders.get(name, (None, None))
-
-    monkeypatch.setattr(observations_admin, "lease_record", lease_record)
-    runtime = SimpleNamespace(
-        cluster=SimpleNamespace(api_client=None), settings=settings.HIKYO_OPERATOR
-    )
-    monkeypatch.setattr(process, "current", SimpleNamespace(runtime=runtime))
+    now = datetime(2026, 12, 1, 10, 0, 5, tzinfo=UTC)
+    monkeypatch.setattr(timezone, "now", lambda: now)  # the overview's clock
+    for shard, holder, renewed in ((0, "leader-a", now), (1, "leader-b", now - timedelta(hours=1))):
+        facts = LeaseFacts(
+            ShardLayout(shard, 3).lease_name, shard, 3, holder, renewed, renewed, 15, shard
+        )
+        record_lease(facts, renewed, 14.0)
     html = _text(viewer.get(OVERVIEW))
     table = re.search(r'<table id="shards-table">.*?</table>', html, re.S).group(0)
-    rows = dict(re.findall(r'<tr id="shard-(\d)">(.*?)</tr>', table, re.S))
+    rows = dict(re.findall(r'<tr id="shard-(\d)"[^>]*>(.*?)</tr>', table, re.S))
     sizes = {k: re.search(r'class="shard-size">(\d+)<', row).group(1) for k, row in rows.items()}
     expected = [sum(1 for t in objects.values() if shard_of(t.namespace, 3) == k) for k in range(3)]
     assert [int(sizes[str(k)]) for k in range(3)] == expected and sum(expected) == 2
-    assert 'class="shard-holder">leader-a<' in rows["0"] and "2026-12-01T10:00" in rows["0"]
-    assert 'class="shard-holder">none<' in rows["1"] and "never" in rows["1"]
-    assert 'class="shard-holder">unknown<' in rows["2"]
+    assert 'class="shard-holder">leader-a<' in rows["0"] and "2026-12-01T10:00:05" in rows["0"]
+    assert 'class="shard-leader">live<' in rows["0"]
+    assert 'class="shard-holder">leader-b<' in rows["1"] and "no live leader" in rows["1"]
+    assert "2026-12-01T09:00:34" in rows["1"]  # its record ran out: renewal + 15 s + 14 s
+    assert 'class="shard-holder">none<' in rows["2"] and "never" in rows["2"]
+    assert "no live leader" in rows["2"]
+    assert re.findall(r'<tr id="shard-\d" data-leader="(\w+)"', table) == ["live", "none", "none"]
 
 
 def test_one_shard_shows_no_shard_table(objects, viewer):

@@ -24,6 +24,7 @@ from django.core.wsgi import get_wsgi_application
 
 from controlplane.observations import process, serving
 from controlplane.observations.cluster_errors import cluster_errors_as_one_line
+from controlplane.observations.leases import LeaseRecorder
 from controlplane.observations.migrate_at_start import MigrationFailed, migrate_observation_store
 from controlplane.observations.recording import BackgroundRecorder
 from workers import metrics
@@ -124,9 +125,14 @@ class Command(BaseCommand):
             f"metrics on port {metrics_server.server_address[1]}"
         )
         operator.start()
+        # Issue 51: while this process leads, its Lease's facts go to the store, where the
+        # overview reads them (no apiserver read per page).
+        lease_recorder = LeaseRecorder(operator, stop)
+        lease_recorder.start()
         stop.wait()
         log.info("shutting down")
         operator.stop()
+        lease_recorder.join(timeout=5)
         recorder.close()
         http.stop()
         metrics.shutdown(metrics_server)

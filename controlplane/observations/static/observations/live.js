@@ -1,8 +1,8 @@
 // Live dashboard pages (issue 35 item 3). The page names a JSON view that answers a stamp of
 // what the page shows (#live: data-live-url, data-live-stamp, data-live-regions). Every few
-// seconds the stamp is asked for; when it moved, the page is fetched again and each region
-// (an element id) is swapped for its new copy: no full reload, no framework. The relative
-// times beside ISO ones ("(12 s ago)") are kept current in between.
+// seconds the stamp is asked for (304 while it holds); when it moved, the page is fetched
+// again and each region (an element id) is swapped for its new copy: no full reload, no
+// framework. The relative times beside ISO ones ("(12 s ago)") are kept current in between.
 (function () {
   "use strict";
   const live = document.getElementById("live");
@@ -55,11 +55,12 @@
     if (state.running) return;
     state.running = true;
     try {
+      // The stamp this page shows as an ETag: the view answers 304 (no body) until it moves.
       const response = await fetch(live.dataset.liveUrl, {
         credentials: "same-origin",
-        headers: {Accept: "application/json"},
+        headers: {Accept: "application/json", "If-None-Match": '"' + state.stamp + '"'},
       });
-      if (!response.ok) return;
+      if (!response.ok) return;  // 304: unchanged; an error: ask again at the next tick
       const answer = await response.json();
       if (answer.stamp !== state.stamp && !busyUser() && (await swap(state.regions))) {
         state.stamp = answer.stamp;
