@@ -8,9 +8,12 @@ from dataclasses import replace
 from typing import Any
 
 from tests.unit.decide_fixtures import (
+    CURSOR,
     FRESH_ROOT,
     NOW,
+    NS,
     SETTINGS,
+    TARGET,
     cr,
     delivery,
     observed,
@@ -19,8 +22,9 @@ from tests.unit.decide_fixtures import (
 from workers.engine.apply import apply, create_stamp_root
 from workers.engine.decide_after_fetch import decide_after_fetch
 from workers.engine.decide_rollout import decide_rollout_only
-from workers.engine.errors import AlreadyExists, Forbidden, ServerError
+from workers.engine.errors import AlreadyExists, FieldsOwnedElsewhere, Forbidden, ServerError
 from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
+from workers.engine.merge import MERGE_FINALIZER
 from workers.engine.plan import FetchPlan, Stop
 from workers.engine.ports import Event, SecretObject
 from workers.queue.memory import MemoryQueue
@@ -52,6 +56,10 @@ class _Cluster:
 
     def get_secret(self, namespace: str, name: str) -> SecretObject | None:
         return self.secrets.get((namespace, name))
+
+    def apply_secret_data(self, namespace, name, uid, resource_version, data) -> SecretObject:
+        self._call("apply_secret_data", sorted(data))
+        raise AssertionError("only a failing apply is faked here: give it in fail=")
 
     def patch_hikyosecret_status(self, namespace, name, patch, resource_version) -> None:
         self._call("patch_hikyosecret_status", patch)
@@ -152,3 +160,39 @@ def test_a_failed_status_write_is_a_failure_that_keeps_what_the_run_did():
     assert "status write failed" in applied.outcome.message
     assert applied.outcome.fetched and applied.outcome.wrote_secret
     assert not applied.outcome.write_status and not applied.status_written
+
+
+def test_S11_4_a_409_field_conflict_of_the_apply_is_key_owned_elsewhere_by_name():
+    """Another field manager took a key between R8's read and the apply: the decision saw no
+    conflict, the apiserver's 409 names the key. The run ends as the decision would have
+    ended it (Conflict=True/KeyOwnedElsewhere naming the key, the cursor cleared, nothing
+    written), never as a plain write failure that retries with backoff."""
+    merging = cr(
+        target={"name": TARGET, "creationPolicy": "Merge"},
+        metadata={"finalizers": [MERGE_FINALIZER]},
+        status={"cursor": CURSOR},
+    )
+    target = SecretObject(
+        NS,
+        TARGET,
+        data={"helm-key": b"h"},
+        uid="target-uid",
+        resource_version="11",
+        data_managers={"helm": frozenset({"helm-key"})},
+    )
+    obs = observed(merging, target=target)
+    plan = _delivered_plan(obs)
+    assert plan.secret is not None and plan.secret.kind == "merge"
+    conflict = FieldsOwnedElsewhere("apply secrets team-a/app-env", 409, "Conflict", ("log-level",))
+    cluster = _Cluster(fail={"apply_secret_data": conflict})
+
+    applied = apply(plan, obs, cluster, MemoryQueue(), SETTINGS, NOW)
+
+    outcome = applied.outcome
+    condition = outcome.conditions["Conflict"]
+    assert condition is not None
+    assert (outcome.reason, condition.status) == ("KeyOwnedElsewhere", "True")
+    assert condition.facts == {"keys": "log-level"} and "log-level" in condition.message
+    assert outcome.lifecycle == "Refused" and not outcome.wrote_secret
+    (patch,) = [arg for name, arg in cluster.calls if name == "patch_hikyosecret_status"]
+    assert patch["cursor"] is None  # the stored cursor goes: the next run delivers in full

@@ -61,6 +61,7 @@ from tests.unit.decide_fixtures import (
 )
 from workers.engine.decide import ORPHAN_FINALIZER
 from workers.engine.facts import Cause
+from workers.engine.force_sync import FORCE_SYNC_ANNOTATION
 from workers.engine.merge import MERGE_FINALIZER
 from workers.engine.observed import UNREAD, ForbiddenRead, Observed
 from workers.engine.outcome import Requeue
@@ -923,6 +924,17 @@ def test_R13_cursor_is_withheld_unless_every_condition_holds(obs):
     fetch = planned(obs)
     assert fetch.cursor is None
     assert fetch.store == ()  # a record under the same binding is kept (S4.10.0)
+
+
+def test_R13_a_force_sync_value_withholds_the_cursor_once():
+    """A new hikyo.dev/force-sync value asks for one cursor-less fetch; once
+    status.lastForcedSync records that value handled, the cursor is presented again."""
+    target = controlled_target()
+    asked = cr(metadata={"annotations": {FORCE_SYNC_ANNOTATION: "req-7"}})
+    status = eligible_status(cr(), target)
+    assert planned(observed(with_status(asked, status), target=target)).cursor is None
+    handled = status | {"lastForcedSync": {"value": "req-7", "reason": "Delivered"}}
+    assert planned(observed(with_status(asked, handled), target=target)).cursor == CURSOR
 
 
 @pytest.mark.parametrize(

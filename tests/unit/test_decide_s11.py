@@ -10,6 +10,7 @@ from tests.unit.decide_fixtures import (
     CANARY,
     CR_UID,
     NATIVE,
+    NOT_FOUND,
     NS,
     TARGET,
     VALUE,
@@ -20,6 +21,7 @@ from tests.unit.decide_fixtures import (
     observed,
     owner_ref,
     planned,
+    scrubbed_condition,
     stopped,
 )
 from workers.engine.binding import CredentialIdentity, binding_digest
@@ -114,6 +116,17 @@ def test_a_typed_target_is_checked_after_its_template_renders():
     written = json.loads(plan.secret.data[".dockerconfigjson"])
     assert written["auths"]["r.io"]["password"] == VALUE
 
+    # S4.7.3 over the rendered bytes: a template that renders no JSON object is refused.
+    not_json = {"data": {".dockerconfigjson": "{{ U }}:{{ P }}"}}
+    refused_cr = cr(
+        target={"name": TARGET, "type": "kubernetes.io/dockerconfigjson", "template": not_json},
+        mapping=[{"key": "U"}, {"key": "P"}],
+    )
+    refused = answered(observed(refused_cr), delivery((dk("U", "me"), dk("P", VALUE))), NATIVE)
+    condition = refused.outcome.conditions["Delivery"]
+    assert (condition.status, condition.reason) == ("False", "InvalidSecretData")
+    assert refused.secret is None and VALUE not in condition.message
+
 
 def test_a_dotenv_file_holds_every_assembled_key_in_one_data_key():
     the_cr = cr(
@@ -204,6 +217,20 @@ def test_a_delivered_key_another_manager_owns_is_refused_by_name():
     assert (condition.status, condition.reason) == ("True", "KeyOwnedElsewhere")
     assert "log-level" in condition.message and CANARY not in condition.message
     assert plan.secret is None and plan.outcome.status["cursor"] is None
+
+
+def test_a_withdrawn_merge_delivery_removes_only_this_cr_s_keys():
+    """S4.10.1 under Merge (S11.4): the server no longer authorizes the delivery, and the
+    Secret is another tool's: only this HikyoSecret's keys go (an empty apply), never the
+    Secret's other keys (an emptied Secret)."""
+    ours = {"DATABASE_URL": VALUE.encode()}
+    current = merge_target(
+        data={"helm-key": b"h", **ours}, managers={FIELD_MANAGER: frozenset(ours)}
+    )
+    scrubbed = {"conditions": [scrubbed_condition()]}  # already scrubbed: no confirmation
+    plan = answered(observed(merging_cr(status=scrubbed), target=current), NOT_FOUND)
+    assert plan.outcome.reason == "AuthorizationWithdrawn"
+    assert plan.secret.kind == "unmerge" and plan.secret.data == {}
 
 
 def test_deleting_a_merge_cr_removes_its_keys_then_its_finalizer():

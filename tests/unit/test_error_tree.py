@@ -43,3 +43,19 @@ def test_the_port_translates_each_status_once(status, reason, kind):
     translated = translate(error, "patch secrets ns/x", verb="patch", group="", resource="secrets")
     assert type(translated) is kind
     assert isinstance(translated, errors.FAILED_CALLS) == (kind is not errors.Forbidden)
+
+
+def test_a_409_naming_data_keys_another_manager_owns_keeps_their_names_only():
+    """S11.4: a server-side apply's conflict names each field another manager owns; the data
+    keys among them are kept (sorted), the causes' messages (which name the other manager)
+    are not."""
+    error = ApiException(status=409, reason="Conflict")
+    causes = [
+        {"reason": "FieldManagerConflict", "message": 'conflict with "helm"', "field": field}
+        for field in (".data.log-level", ".data.DATABASE_URL", ".metadata.labels.team")
+    ]
+    error.body = json.dumps({"reason": "Conflict", "details": {"causes": causes}})
+    translated = translate(error, "apply secrets ns/x", verb="patch", group="", resource="secrets")
+    assert type(translated) is errors.FieldsOwnedElsewhere
+    assert translated.keys == ("DATABASE_URL", "log-level")
+    assert "helm" not in str(translated)

@@ -5,6 +5,7 @@ process spends nothing on it; the next render gets a fresh child."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -23,6 +24,9 @@ CANARY = "CANARYRENDERPOOL5b1c"
 VALUES = {"user": b"admin", "password": CANARY.encode()}
 # One big-integer division: inside every count bound, about 25 s of CPU held in one C call.
 BIG_DIVISION = "{% set y = 3**2500000 %}{% set x = 2**4000000 * y %}{{ x // y }}"
+# The same, about 6 s of CPU: still far past a wall budget of half a second on any host, and
+# soon over when nothing stops it (a test that proves the stop does not wait 25 s without it).
+SMALLER_DIVISION = "{% set y = 3**1250000 %}{% set x = 2**2000000 * y %}{{ x // y }}"
 # About 100 MiB of distinct 1 MB integers: no string is built, so no count bound sees it.
 BIG_INTEGERS = (
     "{% set a = 7**2700000 %}{% set l = ["
@@ -98,7 +102,7 @@ def test_memory_over_the_budget_is_a_fault_and_the_next_render_gets_a_fresh_chil
 def test_without_an_answer_in_the_wall_budget_the_child_is_killed():
     pool = RenderPool(cpu_seconds=60, wall_seconds=0.5)
     try:
-        assert pool.render({"k": BIG_DIVISION}, VALUES, frozenset()) == TemplateFault(
+        assert pool.render({"k": SMALLER_DIVISION}, VALUES, frozenset()) == TemplateFault(
             "k", OVER_TIME
         )
     finally:
@@ -140,6 +144,19 @@ def test_a_renderer_is_the_kernel_s_first_choice_when_the_pod_runs_out_of_memory
     limits = Path(f"/proc/{child.process.pid}/limits").read_text()
     assert re.search(r"Max core file size\s+0\s+0", limits)
     assert re.search(r"Max address space\s+\d+", limits)
+
+
+def test_a_render_runs_under_the_kernel_s_cpu_limit_of_its_budget(pool):
+    """RLIMIT_CPU is set before each request to the child's CPU so far plus the budget, so the
+    kernel stops whatever holds the child's interpreter (rounded up to whole seconds)."""
+    assert isinstance(pool.render({"k": "{{ user }}"}, VALUES, frozenset()), Rendered)
+    (child,) = pool._idle
+    pid = child.process.pid
+    limit = re.search(r"Max cpu time\s+(\S+)", Path(f"/proc/{pid}/limits").read_text())
+    assert limit is not None and limit[1] != "unlimited"
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    assert int(limit[1]) <= math.ceil(used + pool.cpu_seconds)
 
 
 def test_a_frame_larger_than_any_answer_stops_the_child(pool):
