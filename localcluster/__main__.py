@@ -25,6 +25,10 @@ from localcluster import (
     read_state,
     stop_from_state,
 )
+from localcluster.binaries import locate_node_binaries
+from localcluster.node import NodeFailed
+from localcluster.node_cluster import NodeCluster, node_images, stop_node_cluster_from_state
+from localcluster.node_layout import NODE_NAME
 
 
 class CommandFailed(Exception):
@@ -58,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
     )
+    parser.add_argument(
+        "--node",
+        action="store_true",
+        help="also run a node (containerd, kubelet, kube-scheduler, kube-proxy; root only), "
+        "with the images of tools/build-node-images.sh and tools/build-image.sh imported",
+    )
     return parser
 
 
@@ -66,7 +76,10 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     state_dir = (args.state_dir or default_state_dir()).resolve()
     actions = {"up": _up, "down": _down, "status": _status}
     try:
-        actions[args.action](state_dir, args.port, out, err)
+        if args.action == "up" and args.node:
+            _up_with_node(state_dir, args.port, out, err)
+        else:
+            actions[args.action](state_dir, args.port, out, err)
     except CommandFailed as failure:
         print(f"error: {failure}", file=err)
         return 1
@@ -114,7 +127,45 @@ def _since(started: float) -> str:
     return f"{time.monotonic() - started:.1f} s"
 
 
+def _up_with_node(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None:
+    state = read_state(state_dir)
+    if state:
+        _down(state_dir, port, err, err)  # a node's leftovers go too
+    try:
+        started = time.monotonic()
+        binaries = locate_binaries(progress=lambda line: print(f"  {line}", file=err, flush=True))
+        node_binaries = locate_node_binaries(
+            progress=lambda line: print(f"  {line}", file=err, flush=True)
+        )
+        print(f"binaries: ready in {_since(started)}", file=err)
+        started = time.monotonic()
+        print("control plane and node: starting...", file=err)
+        cluster = NodeCluster(binaries, node_binaries, state_dir, node_images(), port)
+        cluster.start()
+    except (BinariesUnavailable, ComponentFailed, NodeFailed) as error:
+        raise CommandFailed(str(error)) from error
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        install_crds(api)
+    except BaseException:
+        cluster.stop()
+        raise
+    finally:
+        api.close()
+    cluster.detach()
+    print(
+        f"control plane and node {NODE_NAME}: Ready at {cluster.server} in {_since(started)}; "
+        f"logs in {cluster.logs_dir}",
+        file=err,
+    )
+    print(cluster.kubeconfig, file=out)
+
+
 def _down(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None:
+    if (state_dir / "node").is_dir():
+        stopped = stop_node_cluster_from_state(state_dir, _kube_proxy())
+        print(f"stopped {', '.join(stopped)}" if stopped else "no cluster running", file=out)
+        return
     stopped = stop_from_state(state_dir)
     print(f"stopped {', '.join(stopped)}" if stopped else "no cluster running", file=out)
 
@@ -133,6 +184,14 @@ def _status(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None
     print(f"kubeconfig: {state['kubeconfig']}", file=out)
     if not all(c["running"] for c in state["components"]):
         raise CommandFailed("some components are not running; `down` then `up`")
+
+
+def _kube_proxy() -> Path | None:
+    """kube-proxy, for its --cleanup of the node's rules, if it can be found without a build."""
+    try:
+        return locate_node_binaries(progress=None).kube_proxy
+    except BinariesUnavailable:
+        return None
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build-control-plane.sh"
+NODE_BUILD_SCRIPT = REPO_ROOT / "tools" / "build-node.sh"
+NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-proxy")
 
 # envtest's per-binary overrides, honoured like controller-runtime does.
 _OVERRIDES = {
@@ -79,14 +81,16 @@ def locate_binaries(
     return _from_directory(Path(lines[-1]))  # the contract: the last stdout line
 
 
-def _run_build_script(progress: Callable[[str], None] | None) -> tuple[int, str, str]:
+def _run_build_script(
+    progress: Callable[[str], None] | None, script: Path = BUILD_SCRIPT
+) -> tuple[int, str, str]:
     """Runs the script, relaying stderr live; returns (exit code, stdout, last stderr line)."""
     last = ""
     # stdout to a file, not a pipe: reading stderr to its end can then never deadlock on a
     # full stdout pipe.
     with tempfile.TemporaryFile("w+") as stdout:
         with subprocess.Popen(
-            ["bash", str(BUILD_SCRIPT)], stdout=stdout, stderr=subprocess.PIPE, text=True
+            ["bash", str(script)], stdout=stdout, stderr=subprocess.PIPE, text=True
         ) as proc:
             assert proc.stderr is not None
             try:
@@ -106,3 +110,32 @@ def _run_build_script(progress: Callable[[str], None] | None) -> tuple[int, str,
                 raise
         stdout.seek(0)
         return proc.returncode, stdout.read(), last
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    kubelet: Path
+    kube_scheduler: Path
+    kube_proxy: Path
+
+
+def locate_node_binaries(progress: Callable[[str], None] | None = _to_stderr) -> NodeBinaries:
+    """kubelet, kube-scheduler and kube-proxy from HIKYO_NODE_BIN, else built (cached) by
+    tools/build-node.sh from the control plane's Kubernetes version."""
+    directory = os.environ.get("HIKYO_NODE_BIN")
+    if not directory:
+        if not NODE_BUILD_SCRIPT.is_file():
+            raise BinariesUnavailable(
+                f"{NODE_BUILD_SCRIPT} not found (not a source checkout); set HIKYO_NODE_BIN to a "
+                f"directory with {', '.join(NODE_BINARIES)}"
+            )
+        returncode, stdout, last_error = _run_build_script(progress, NODE_BUILD_SCRIPT)
+        lines = stdout.strip().splitlines()
+        if returncode != 0 or not lines:
+            raise BinariesUnavailable(last_error or f"{NODE_BUILD_SCRIPT} failed")
+        directory = lines[-1]
+    paths = {name: Path(directory) / name for name in NODE_BINARIES}
+    for path in paths.values():
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise BinariesUnavailable(f"{path} is missing or not executable")
+    return NodeBinaries(**{name.replace("-", "_"): path for name, path in paths.items()})

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from .binaries import Binaries
+from .node_layout import NODE_IP
 from .pki import Pki, create_pki
 from .ports import free_port
 
@@ -264,6 +265,10 @@ def write_kubeconfig(
 class LocalControlPlane:
     """etcd + kube-apiserver + kube-controller-manager, started in that order on free ports."""
 
+    # With a node (localcluster/node_cluster.py): pods reach the apiserver on the node's
+    # address, kubelets are authorized as nodes, and Services get endpoints.
+    serves_a_node = False
+
     def __init__(
         self, binaries: Binaries, state_dir: Path, apiserver_port: int | None = None
     ) -> None:
@@ -408,23 +413,19 @@ class LocalControlPlane:
             argv=[
                 str(self.binaries.kube_apiserver),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                # Without it a machine with no default route makes the apiserver give up.
-                "--advertise-address=127.0.0.1",
+                *self._apiserver_address_args(),
                 f"--secure-port={self.apiserver_port}",
                 f"--cert-dir={pki.directory}",
                 f"--tls-cert-file={pki.serving_cert}",
                 f"--tls-private-key-file={pki.serving_key}",
                 f"--client-ca-file={pki.client_ca}",
-                "--authorization-mode=RBAC",
+                *self._apiserver_node_args(),
                 # TokenRequest (S2.3): issuer, verification key and signing key.
                 f"--service-account-issuer={self.server}",
                 f"--service-account-key-file={pki.service_account_public_key}",
                 f"--service-account-signing-key-file={pki.service_account_key}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                # Nothing can answer for a loopback "kubernetes" endpoint; stop it retrying.
-                "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
                 f"--audit-policy-file={policy}",
                 f"--audit-log-path={self.audit_log}",
@@ -437,6 +438,37 @@ class LocalControlPlane:
                 "--v=1",
             ],
         )
+
+    node_controllers: tuple[str, ...] = ()
+
+    def _apiserver_address_args(self) -> list[str]:
+        if self.serves_a_node:
+            return [
+                "--bind-address=0.0.0.0",  # loopback for the tests, the node's address for pods
+                f"--advertise-address={NODE_IP}",
+                "--endpoint-reconciler-type=lease",
+            ]
+        return [
+            "--bind-address=127.0.0.1",
+            # Without it a machine with no default route makes the apiserver give up.
+            "--advertise-address=127.0.0.1",
+            # Nothing can answer for a loopback "kubernetes" endpoint; stop it retrying.
+            "--endpoint-reconciler-type=none",
+        ]
+
+    def _apiserver_node_args(self) -> list[str]:
+        if not self.serves_a_node:
+            return ["--authorization-mode=RBAC"]
+        assert self.pki is not None
+        return [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            # logs and exec reach the kubelet as the admin (its webhook authorizes it)
+            f"--kubelet-client-certificate={self.pki.admin_cert}",
+            f"--kubelet-client-key={self.pki.admin_key}",
+            f"--kubelet-certificate-authority={self.pki.serving_ca}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
 
     def _controller_manager(self) -> Component:
         assert self.pki is not None
@@ -461,7 +493,7 @@ class LocalControlPlane:
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--leader-elect=false",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(CONTROLLERS + self.node_controllers)}",
                 f"--service-account-private-key-file={pki.service_account_key}",
                 f"--root-ca-file={pki.serving_ca}",
                 "--use-service-account-credentials=false",

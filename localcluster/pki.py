@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .node_layout import NODE_IP, NODE_NAME
+
 _VALIDITY = dt.timedelta(days=7)
 
 
@@ -34,6 +36,15 @@ class Pki:
     controller_manager_key: Path
     service_account_key: Path
     service_account_public_key: Path
+    # The local node's identities (``python -m localcluster up --node``)
+    node_cert: Path
+    node_key: Path
+    scheduler_cert: Path
+    scheduler_key: Path
+    proxy_cert: Path
+    proxy_key: Path
+    kubelet_serving_cert: Path
+    kubelet_serving_key: Path
 
 
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
@@ -120,6 +131,8 @@ class _Authority:
                         # In-cluster names, so tokens and kubeconfigs that name them still verify.
                         x509.DNSName("kubernetes.default.svc"),
                         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                        # The local node's address, where its pods reach the apiserver.
+                        x509.IPAddress(ipaddress.ip_address(NODE_IP)),
                     ]
                 ),
                 critical=False,
@@ -142,6 +155,14 @@ def create_pki(directory: Path) -> Pki:
         controller_manager_key=directory / "kcm.key",
         service_account_key=directory / "sa.key",
         service_account_public_key=directory / "sa.pub",
+        node_cert=directory / "node.crt",
+        node_key=directory / "node.key",
+        scheduler_cert=directory / "scheduler.crt",
+        scheduler_key=directory / "scheduler.key",
+        proxy_cert=directory / "proxy.crt",
+        proxy_key=directory / "proxy.key",
+        kubelet_serving_cert=directory / "kubelet.crt",
+        kubelet_serving_key=directory / "kubelet.key",
     )
 
     serving_authority = _Authority("hikyo-dev-serving-ca")
@@ -160,6 +181,19 @@ def create_pki(directory: Path) -> Pki:
     )
     _write_cert(pki.controller_manager_cert, cert)
     _write_key(pki.controller_manager_key, key)
+
+    cert, key = serving_authority.issue("kubelet", server=True)
+    _write_cert(pki.kubelet_serving_cert, cert)
+    _write_key(pki.kubelet_serving_key, key)
+    # The Node authorizer and RBAC's default bindings know these names.
+    for common_name, organization, cert_path, key_path in (
+        (f"system:node:{NODE_NAME}", "system:nodes", pki.node_cert, pki.node_key),
+        ("system:kube-scheduler", None, pki.scheduler_cert, pki.scheduler_key),
+        ("system:kube-proxy", None, pki.proxy_cert, pki.proxy_key),
+    ):
+        cert, key = client_authority.issue(common_name, organization=organization)
+        _write_cert(cert_path, cert)
+        _write_key(key_path, key)
 
     # RSA: the service-account issuer's JWKS is what external verifiers expect most widely.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

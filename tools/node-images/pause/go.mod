@@ -1,0 +1,3 @@
+module example.invalid/hikyo-devtools/pause
+
+go 1.26.0
