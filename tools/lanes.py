@@ -132,6 +132,9 @@ def _report(index: int, log: Path, code: int) -> None:
         rows = lines[table:]
         end = next((i for i, r in enumerate(rows) if not r.strip() or r.startswith("=")), None)
         print("\n".join(rows[:end]))
+    mutants = next((line for line in lines if line.startswith("mutants: ")), None)
+    if mutants is not None:  # lane 0: tests/tooling/test_mutants.py ran the mutants' table
+        print(mutants)
     summary = next((line for line in reversed(lines) if SUMMARY.match(line)), None)
     print(summary or (lines[-1] if lines else "(no output)"))
 

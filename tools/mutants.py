@@ -233,11 +233,10 @@ def main(argv: Sequence[str]) -> int:
     problems = stale_rows(rows, REPO)
     for line in problems:
         print(f"mutants: {line}")
-    stale = {line.split("'")[1] for line in problems}
-    runnable = [row for row in rows if row.name not in stale]
+    runnable = [row for row in rows if not stale_rows([row], REPO)]
     verdicts: list[Verdict] = []
-    jobs = max(1, min(options.jobs, len(runnable) or 1))
-    with copies(REPO, jobs) as free, ThreadPoolExecutor(jobs) as pool:
+    jobs = max(1, min(options.jobs, len(runnable)))
+    with copies(REPO, jobs if runnable else 0) as free, ThreadPoolExecutor(jobs) as pool:
 
         def job(row: Mutant) -> Verdict:
             copy = free.get()

@@ -1,0 +1,10 @@
+"""The tooling tests' session summary: the mutants' line (tools/lanes.py prints it for lane 0)."""
+
+from __future__ import annotations
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests.tooling.test_mutants import SUMMARY
+
+    for line in SUMMARY:
+        terminalreporter.write_line(line)
