@@ -36,15 +36,20 @@ def digest(parts: Iterable[Any]) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:20]
 
 
+_STAMPED = ("last_changed_at", "deleted_at", "last_checked_at")
+
+
 def _store_facts() -> tuple[Any, Any, Any, int]:
     """MAX(last_changed_at), MAX(deleted_at), MAX(last_checked_at) and COUNT(*) in one query
     of scalar subqueries: each MAX is one index lookup and the COUNT scans the smallest index,
     where one aggregate of all four read every row (SQLite optimises a lone MIN/MAX only)."""
     quote = connection.ops.quote_name
     table = quote(TrackedObject._meta.db_table)
+    column = {name: quote(TrackedObject._meta.get_field(name).column) for name in _STAMPED}
+    # deleted_at's index holds the deleted rows only (models.py): the WHERE lets it serve.
     maxes = ", ".join(
-        f"(SELECT MAX({quote(TrackedObject._meta.get_field(name).column)}) FROM {table})"
-        for name in ("last_changed_at", "deleted_at", "last_checked_at")
+        f"(SELECT MAX({column[name]}) FROM {table} WHERE {column[name]} IS NOT NULL)"
+        for name in _STAMPED
     )
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {maxes}, (SELECT COUNT(*) FROM {table})")

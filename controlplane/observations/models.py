@@ -88,7 +88,13 @@ class TrackedObject(models.Model):
             # The live poll's stamp (live.py) reads MAX of each: an index answers it in a
             # lookup, not a scan of every row (issue 51: 20,000 rows, 5 tabs every 2 s).
             models.Index(fields=["last_changed_at"]),
-            models.Index(fields=["deleted_at"]),
+            # Partial: the deleted rows only, so the pages' "deleted_at IS NULL" (every live
+            # row) keeps its plans instead of walking an index of nearly every row.
+            models.Index(
+                fields=["deleted_at"],
+                condition=models.Q(deleted_at__isnull=False),
+                name="observation_deleted_only_idx",
+            ),
         ]
         permissions = [("force_resync", "Can force a resync of HikyoSecrets")]
 
