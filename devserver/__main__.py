@@ -26,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--control-port", type=int, default=0, help="control API port")
     parser.add_argument("--control-token", default=None, help="control API bearer (random)")
     parser.add_argument("--state-dir", type=Path, default=None, help="where ca.pem is written")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (a local node: 10.244.0.1)"
+    )
     parser.add_argument("--seed", type=Path, default=None, help="JSON file to preload state")
     parser.add_argument("--strict-ids", action="store_true", help="400 on non-Hikyo path IDs")
     parser.add_argument("--json", action="store_true", help="print one JSON line of addresses")
@@ -45,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         second_port=args.second_port,
         state_dir=args.state_dir,
+        host=args.host,
     )
     if args.seed is not None:
         apply_seed(server, json.loads(args.seed.read_text()))

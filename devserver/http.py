@@ -141,7 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class OriginServer(ThreadingHTTPServer):
-    """One HTTPS origin on 127.0.0.1; ``origin`` is ``"main"`` or ``"second"``."""
+    """One HTTPS origin on ``host`` (127.0.0.1 unless a local node's pods must reach it);
+    ``origin`` is ``"main"`` or ``"second"``."""
 
     daemon_threads = True
     request_queue_size = 64
@@ -153,6 +154,7 @@ class OriginServer(ThreadingHTTPServer):
         context: ssl.SSLContext,
         stopping: threading.Event,
         port: int = 0,
+        host: str = "127.0.0.1",
     ) -> None:
         self.origin = origin
         self.app = app
@@ -163,7 +165,7 @@ class OriginServer(ThreadingHTTPServer):
         self._closing = False
         # A socket pair wakes the accept loop at once on stop (no polling interval).
         self._wake_reader, self._wake_writer = socket.socketpair()
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((host, port), _Handler)
 
     @property
     def port(self) -> int:

@@ -48,8 +48,8 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def generate() -> ServingPki:
-    """A new CA (EC P-256) and a serving certificate for 127.0.0.1 and localhost."""
+def generate(host: str = "127.0.0.1") -> ServingPki:
+    """A new CA (EC P-256) and a serving certificate for 127.0.0.1, localhost and ``host``."""
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
@@ -80,7 +80,7 @@ def generate() -> ServingPki:
     )
     key = ec.generate_private_key(ec.SECP256R1())
     san = [x509.DNSName(name) for name in SERVING_DNS_NAMES] + [
-        x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS
+        x509.IPAddress(ipaddress.ip_address(ip)) for ip in dict.fromkeys((*SERVING_IPS, host))
     ]
     cert = (
         x509.CertificateBuilder()

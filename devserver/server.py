@@ -56,8 +56,10 @@ class DevServer:
         port: int = 0,
         second_port: int = 0,
         state_dir: Path | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.path_prefix = _check_prefix(path_prefix)
+        self.host = host  # where both origins listen: a local node's pods need its address
         self._clock = clock
         self._ports = (port, second_port)
         self._state_dir = state_dir
@@ -88,7 +90,7 @@ class DevServer:
     def start(self) -> Self:
         if self._servers:
             raise RuntimeError("already started")
-        self._pki = pki.generate()
+        self._pki = pki.generate(self.host)
         if self._state_dir is None:
             self._own_dir = Path(tempfile.mkdtemp(prefix="hikyo-devserver-"))
             directory = self._own_dir
@@ -101,7 +103,7 @@ class DevServer:
         self._stopping.clear()
         try:
             for origin, port in zip(("main", "second"), self._ports, strict=True):
-                server = OriginServer(origin, self._app, context, self._stopping, port)
+                server = OriginServer(origin, self._app, context, self._stopping, port, self.host)
                 self._servers.append(server)
                 thread = threading.Thread(
                     target=server.serve,
@@ -147,7 +149,7 @@ class DevServer:
     def _origin(self, index: int) -> str:
         if not self._servers:
             raise RuntimeError("the devserver is not started")
-        return f"https://127.0.0.1:{self._servers[index].port}"
+        return f"https://{self.host}:{self._servers[index].port}"
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ the kubelet's mounts, the pods' network namespaces, kube-proxy's rules and the b
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -280,6 +281,7 @@ def teardown_host(paths: NodePaths, kube_proxy: Path | None) -> list[str]:
     if kube_proxy is not None and kube_proxy.exists():
         host_command([str(kube_proxy), "--cleanup"], check=False)
         removed.append("kube-proxy rules")
+    removed += remove_kube_chains()
     if host_command(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
         host_command(["ip", "link", "delete", BRIDGE], check=False)
         removed.append(f"bridge {BRIDGE}")
@@ -288,6 +290,34 @@ def teardown_host(paths: NodePaths, kube_proxy: Path | None) -> list[str]:
             if (controller / tree).is_dir():
                 _remove_cgroup_tree(controller / tree)
     return removed
+
+
+def remove_kube_chains() -> list[str]:
+    """The kubelet's own chains (KUBE-FIREWALL, the canaries), which kube-proxy --cleanup
+    leaves: first every rule that jumps to one, then the chains."""
+    removed = []
+    for tool in ("iptables", "ip6tables"):
+        if not shutil.which(tool):
+            continue
+        for table in ("filter", "nat", "mangle"):
+            listed = host_command([tool, "-w", "5", "-t", table, "-S"], check=False).stdout
+            rules = [line.split() for line in listed.splitlines()]
+            for rule in rules:
+                if rule[0] == "-A" and not rule[1].startswith("KUBE-") and _jumps_to_kube(rule):
+                    host_command([tool, "-w", "5", "-t", table, "-D", *rule[1:]], check=False)
+            chains = [rule[1] for rule in rules if rule[0] == "-N" and rule[1].startswith("KUBE-")]
+            for flag in ("-F", "-X"):
+                for chain in chains:
+                    host_command([tool, "-w", "5", "-t", table, flag, chain], check=False)
+            removed += [f"{tool} {table} {chain}" for chain in chains]
+    return removed
+
+
+def _jumps_to_kube(rule: list[str]) -> bool:
+    return any(
+        flag in ("-j", "-g") and target.startswith("KUBE-")
+        for flag, target in itertools.pairwise(rule)
+    )
 
 
 def _remove_cgroup_tree(top: Path) -> None:
