@@ -209,7 +209,6 @@ class ShardFacts:
     renewed: datetime | None
     hikyosecrets: int
     leader: leases.LeaderState
-    recorded: datetime | None = None
 
 
 def shard_facts(
@@ -237,7 +236,6 @@ def shard_facts(
                 record.renewed_at if record else None,
                 counts[shard],
                 leases.state_of(record, now),
-                record.recorded_at if record else None,
             )
         )
     return facts

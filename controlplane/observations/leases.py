@@ -174,7 +174,8 @@ class LeaseRecorder(threading.Thread):
             return False
         now = self._clock()
         new_term = self._written is None or self._written.term() != facts.term()
-        due = self._written_at is None or (now - self._written_at).total_seconds() >= (
+        # abs(): a wall clock set back must not hold the next write off until it catches up.
+        due = self._written_at is None or abs((now - self._written_at).total_seconds()) >= (
             self.record_every
         )
         if not (new_term or due) or facts == self._written:

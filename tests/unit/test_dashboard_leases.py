@@ -195,6 +195,9 @@ def test_a_leader_records_its_term_at_once_then_once_per_round():
     operator.lead("pod-a", clock.now)
     assert recorder.round() and written[-1][0].renewed_at == clock.now
     assert len(written) == 2
+    clock.now = T0 - timedelta(hours=1)  # the wall clock set back: still written each round
+    operator.lead("pod-a", clock.now)
+    assert recorder.round() and len(written) == 3
 
 
 def test_a_new_term_is_recorded_at_once_and_the_same_facts_never_twice():
