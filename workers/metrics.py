@@ -104,7 +104,7 @@ _BLOCKER = re.compile(r"^[A-Z][A-Za-z]{0,31}/[A-Za-z]{1,63}$")  # S5.1 Type/Reas
 
 
 def blocker_label(blocker: str) -> str:
-    """A first blocker (``workers.sources.readiness_of``) as ``Type/Reason``, else ``Other``."""
+    """A first blocker (``workers.leader.sources.readiness_of``) as Type/Reason, else Other."""
     return blocker if _BLOCKER.match(blocker or "") else OTHER
 
 
