@@ -462,3 +462,21 @@ def test_scaled_mode_hands_out_the_live_worker_slots_plus_a_spare_round():
         assert sent == [Ticket(KEYS[1], False, Priority.RESYNC)]
     finally:
         process.stop()
+
+
+def test_work_handed_to_a_stopped_embedded_executor_is_dropped_without_a_traceback(caplog):
+    """A rollout timer or the dispatcher may fire as the process stops: the pool is shut down
+    by then, and the work is dropped (the next leader's lists schedule it again), never
+    raised on the timer's or the dispatcher's thread."""
+    runtime = _process_runtime()
+    process = operator_process.OperatorProcess(runtime, leader_election=False)
+    executor = process.executor
+    process.stop()
+    with caplog.at_level(logging.DEBUG, logger="workers.leader.executors"):
+        executor.evaluate_rollout(KEYS[0])
+        executor.reconcile(Ticket(KEYS[1], False, Priority.NORMAL))
+    assert executor.capacity() == executors.EMBEDDED_WORKERS  # nothing counted as running
+    assert [r.getMessage() for r in caplog.records] == [
+        f"rollout evaluation of {KEYS[0]} dropped: the process is stopping",
+        f"reconcile of {KEYS[1]} dropped: the process is stopping",
+    ]

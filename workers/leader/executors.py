@@ -112,7 +112,13 @@ class EmbeddedExecutor:
     def reconcile(self, ticket: Ticket) -> None:
         with self._in_flight_lock:
             self._in_flight += 1
-        future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
+        try:
+            future = self._pool.submit(run_reconcile, self.runtime, ticket.key, ticket.forced_full)
+        except RuntimeError:  # shut down while the dispatcher handed the key out: stopping
+            with self._in_flight_lock:
+                self._in_flight -= 1
+            log.debug("reconcile of %s dropped: the process is stopping", ticket.key)
+            return
         future.add_done_callback(self._done)
 
     def report(self, ticket: Ticket) -> None:
@@ -120,7 +126,10 @@ class EmbeddedExecutor:
         self._report_threads.send(self.runtime, ticket.key)
 
     def evaluate_rollout(self, key: ObjectKey) -> None:
-        self._pool.submit(run_rollout_evaluation, self.runtime, key)
+        try:
+            self._pool.submit(run_rollout_evaluation, self.runtime, key)
+        except RuntimeError:  # the pool was shut down: a timer that fired as the process stops
+            log.debug("rollout evaluation of %s dropped: the process is stopping", key)
 
     def capacity(self) -> int:
         with self._in_flight_lock:
