@@ -106,6 +106,12 @@ def _up(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None:
         cluster.start()
     except (BinariesUnavailable, ComponentFailed) as error:
         raise CommandFailed(str(error)) from error
+    _serve(cluster, "control plane", started, out, err)
+
+
+def _serve(cluster: LocalControlPlane, what: str, started: float, out: TextIO, err: TextIO) -> None:
+    """The CRDs installed, the processes left running after this one exits, the kubeconfig
+    path printed on stdout (the only line there)."""
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         install_crds(api)
@@ -115,11 +121,8 @@ def _up(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None:
     finally:
         api.close()
     cluster.detach()
-    print(
-        f"control plane: ready at {cluster.server} in {_since(started)}; "
-        f"logs in {cluster.logs_dir}",
-        file=err,
-    )
+    print(f"{what}: ready at {cluster.server} in {_since(started)}; logs in {cluster.logs_dir}",
+          file=err)  # fmt: skip
     print(cluster.kubeconfig, file=out)
 
 
@@ -133,10 +136,8 @@ def _up_with_node(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -
         _down(state_dir, port, err, err)  # a node's leftovers go too
     try:
         started = time.monotonic()
-        binaries = locate_binaries(progress=lambda line: print(f"  {line}", file=err, flush=True))
-        node_binaries = locate_node_binaries(
-            progress=lambda line: print(f"  {line}", file=err, flush=True)
-        )
+        relay = lambda line: print(f"  {line}", file=err, flush=True)  # noqa: E731
+        binaries, node_binaries = locate_binaries(progress=relay), locate_node_binaries(relay)
         print(f"binaries: ready in {_since(started)}", file=err)
         started = time.monotonic()
         print("control plane and node: starting...", file=err)
@@ -144,29 +145,14 @@ def _up_with_node(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -
         cluster.start()
     except (BinariesUnavailable, ComponentFailed, NodeFailed) as error:
         raise CommandFailed(str(error)) from error
-    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    try:
-        install_crds(api)
-    except BaseException:
-        cluster.stop()
-        raise
-    finally:
-        api.close()
-    cluster.detach()
-    print(
-        f"control plane and node {NODE_NAME}: Ready at {cluster.server} in {_since(started)}; "
-        f"logs in {cluster.logs_dir}",
-        file=err,
-    )
-    print(cluster.kubeconfig, file=out)
+    _serve(cluster, f"control plane and node {NODE_NAME} (Ready)", started, out, err)
 
 
 def _down(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -> None:
-    if (state_dir / "node").is_dir():
+    if (state_dir / "node").is_dir():  # a node's containers, mounts and rules go too
         stopped = stop_node_cluster_from_state(state_dir, _kube_proxy())
-        print(f"stopped {', '.join(stopped)}" if stopped else "no cluster running", file=out)
-        return
-    stopped = stop_from_state(state_dir)
+    else:
+        stopped = stop_from_state(state_dir)
     print(f"stopped {', '.join(stopped)}" if stopped else "no cluster running", file=out)
 
 

@@ -303,7 +303,11 @@ def remove_kube_chains() -> list[str]:
             listed = host_command([tool, "-w", "5", "-t", table, "-S"], check=False).stdout
             rules = [line.split() for line in listed.splitlines()]
             for rule in rules:
-                if rule[0] == "-A" and not rule[1].startswith("KUBE-") and _jumps_to_kube(rule):
+                if (
+                    rule[0] == "-A"
+                    and not rule[1].startswith("KUBE-")
+                    and jumps_to_a_kube_chain(rule)
+                ):
                     host_command([tool, "-w", "5", "-t", table, "-D", *rule[1:]], check=False)
             chains = [rule[1] for rule in rules if rule[0] == "-N" and rule[1].startswith("KUBE-")]
             for flag in ("-F", "-X"):
@@ -313,7 +317,7 @@ def remove_kube_chains() -> list[str]:
     return removed
 
 
-def _jumps_to_kube(rule: list[str]) -> bool:
+def jumps_to_a_kube_chain(rule: list[str]) -> bool:
     return any(
         flag in ("-j", "-g") and target.startswith("KUBE-")
         for flag, target in itertools.pairwise(rule)

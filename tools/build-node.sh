@@ -32,11 +32,7 @@ require_go
 BIN="$DEVCACHE/bin/k8s-node-$K8S_VERSION"
 mkdir -p "$BIN"
 
-minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags="$ldflags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-done
+ldflags=$(k8s_ldflags)
 
 stamp=$( { cat "$here/k8s-node/go.mod" "$here/k8s-node/go.sum"; echo "$ldflags"; go version; } \
   | sha256sum | cut -d' ' -f1)

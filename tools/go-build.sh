@@ -108,3 +108,14 @@ build() {  # build <label> <log name> <module dir> <-o target> <ldflags> <packag
   echo "built $label in $(took "$t0") ($compiled${total:+ of $total} packages compiled)" >&2
 }
 
+
+# The -ldflags of a Kubernetes binary built from tools/k8s or tools/k8s-node: --version then
+# reports $K8S_VERSION (tools/versions.env), as a release binary does.
+k8s_ldflags() {
+  local minor flags="-s -w" p
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags="$flags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  echo "$flags"
+}
