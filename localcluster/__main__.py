@@ -25,7 +25,7 @@ from localcluster import (
     read_state,
     stop_from_state,
 )
-from localcluster.binaries import locate_node_binaries
+from localcluster.binaries import locate_coredns, locate_node_binaries
 from localcluster.node import NodeFailed
 from localcluster.node_cluster import NodeCluster, node_images, stop_node_cluster_from_state
 from localcluster.node_layout import NODE_NAME
@@ -138,10 +138,11 @@ def _up_with_node(state_dir: Path, port: int | None, out: TextIO, err: TextIO) -
         started = time.monotonic()
         relay = lambda line: print(f"  {line}", file=err, flush=True)  # noqa: E731
         binaries, node_binaries = locate_binaries(progress=relay), locate_node_binaries(relay)
+        coredns = locate_coredns(relay)
         print(f"binaries: ready in {_since(started)}", file=err)
         started = time.monotonic()
         print("control plane and node: starting...", file=err)
-        cluster = NodeCluster(binaries, node_binaries, state_dir, node_images(), port)
+        cluster = NodeCluster(binaries, node_binaries, state_dir, node_images(), port, coredns)
         cluster.start()
     except (BinariesUnavailable, ComponentFailed, NodeFailed) as error:
         raise CommandFailed(str(error)) from error

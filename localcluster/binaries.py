@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build-control-plane.sh"
 NODE_BUILD_SCRIPT = REPO_ROOT / "tools" / "build-node.sh"
 NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-proxy")
+COREDNS_BUILD_SCRIPT = REPO_ROOT / "tools" / "build-coredns.sh"
 
 # envtest's per-binary overrides, honoured like controller-runtime does.
 _OVERRIDES = {
@@ -139,3 +140,23 @@ def locate_node_binaries(progress: Callable[[str], None] | None = _to_stderr) ->
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise BinariesUnavailable(f"{path} is missing or not executable")
     return NodeBinaries(**{name.replace("-", "_"): path for name, path in paths.items()})
+
+
+def locate_coredns(progress: Callable[[str], None] | None = _to_stderr) -> Path:
+    """CoreDNS, the node's cluster DNS: COREDNS, else built (cached) by tools/build-coredns.sh."""
+    named = os.environ.get("COREDNS")
+    if named:
+        path = Path(named)
+    else:
+        if not COREDNS_BUILD_SCRIPT.is_file():
+            raise BinariesUnavailable(
+                f"{COREDNS_BUILD_SCRIPT} not found (not a source checkout); set COREDNS"
+            )
+        returncode, stdout, last_error = _run_build_script(progress, COREDNS_BUILD_SCRIPT)
+        lines = stdout.strip().splitlines()
+        if returncode != 0 or not lines:
+            raise BinariesUnavailable(last_error or f"{COREDNS_BUILD_SCRIPT} failed")
+        path = Path(lines[-1])
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise BinariesUnavailable(f"{path} is missing or not executable")
+    return path

@@ -157,7 +157,32 @@ def cni_config(paths: NodePaths) -> dict:
     }
 
 
-def kubelet_config(paths: NodePaths, pki: Pki, port: int, healthz_port: int) -> dict:
+def corefile(kubeconfig: Path, health_port: int) -> str:
+    """Cluster DNS on the node's address: Services and pods of cluster.local from the
+    apiserver, every other name forwarded to the host's resolver."""
+    return "\n".join(
+        [
+            ".:53 {",
+            f"    bind {NODE_IP}",
+            "    errors",
+            f"    health 127.0.0.1:{health_port}",
+            "    kubernetes cluster.local in-addr.arpa ip6.arpa {",
+            f"        kubeconfig {kubeconfig}",
+            "        pods insecure",
+            "        fallthrough in-addr.arpa ip6.arpa",
+            "    }",
+            "    forward . /etc/resolv.conf",
+            "    cache 30",
+            "    loop",
+            "}",
+            "",
+        ]
+    )
+
+
+def kubelet_config(
+    paths: NodePaths, pki: Pki, port: int, healthz_port: int, cluster_dns: bool = False
+) -> dict:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -180,6 +205,7 @@ def kubelet_config(paths: NodePaths, pki: Pki, port: int, healthz_port: int) -> 
         },
         "authorization": {"mode": "Webhook"},
         "clusterDomain": "cluster.local",
+        "clusterDNS": [NODE_IP] if cluster_dns else [],  # CoreDNS on the node's address
         "resolvConf": "/etc/resolv.conf",
         # A development machine's disk is often fuller than a node's: evict only when nearly
         # out of room, and never garbage-collect the imported images (none can be pulled).
@@ -333,7 +359,9 @@ def _remove_cgroup_tree(top: Path) -> None:
         top.rmdir()
 
 
-def write_node_files(paths: NodePaths, pki: Pki, ports: dict[str, int]) -> dict[str, Path]:
+def write_node_files(
+    paths: NodePaths, pki: Pki, ports: dict[str, int], cluster_dns: bool = False
+) -> dict[str, Path]:
     """The configuration files of containerd, the CNI plugin and the kubelet."""
     for directory in (paths.root, paths.cni_conf_dir, paths.kubelet_dir):
         directory.mkdir(parents=True, exist_ok=True)
@@ -344,7 +372,7 @@ def write_node_files(paths: NodePaths, pki: Pki, ports: dict[str, int]) -> dict[
     }
     files["containerd"].write_text(containerd_config(paths, ports["containerd"]))
     files["cni"].write_text(json.dumps(cni_config(paths), indent=2))
-    config = kubelet_config(paths, pki, ports["kubelet"], ports["kubelet-healthz"])
+    config = kubelet_config(paths, pki, ports["kubelet"], ports["kubelet-healthz"], cluster_dns)
     files["kubelet"].write_text(yaml.safe_dump(config, sort_keys=False))
     return files
 

@@ -25,6 +25,7 @@ from .node import (
     PAUSE_IMAGE,
     NodeFailed,
     NodePaths,
+    corefile,
     import_image,
     node_kubeconfig_user,
     prepare_host,
@@ -38,7 +39,7 @@ from .node_layout import NODE_IP, NODE_NAME, POD_SUBNET
 from .ports import free_port
 
 NODE_READY_TIMEOUT_SECONDS = 120.0
-NODE_COMPONENTS = ("containerd", "kube-scheduler", "kubelet", "kube-proxy")
+NODE_COMPONENTS = ("containerd", "coredns", "kube-scheduler", "kubelet", "kube-proxy")
 # Beside CONTROLLERS: the node's not-ready taint is lifted once it is Ready (and set again when
 # its kubelet stops), Services need EndpointSlices (kube-proxy reads them), drains need the
 # PodDisruptionBudget status, and finished pods are collected.
@@ -61,9 +62,12 @@ class NodeCluster(LocalControlPlane):
         state_dir: Path,
         images: dict[str, tuple[Path, str | None]],
         apiserver_port: int | None = None,
+        coredns: Path | None = None,
     ) -> None:
-        """``images``: name → (OCI archive, the digest a chart pins it by, or None)."""
+        """``images``: name → (OCI archive, the digest a chart pins it by, or None);
+        ``coredns``: the cluster DNS the pods get (none without it)."""
         super().__init__(binaries, state_dir, apiserver_port)
+        self.coredns = coredns
         self.node_binaries = node_binaries
         self.node_paths = NodePaths(self.state_dir / "node")
         self.images = images
@@ -94,8 +98,9 @@ class NodeCluster(LocalControlPlane):
 
     def _start_node(self) -> None:
         assert self.pki is not None
-        ports = {name: free_port() for name in ("containerd", "kubelet", "kubelet-healthz")}
-        files = write_node_files(self.node_paths, self.pki, ports)
+        names = ("containerd", "kubelet", "kubelet-healthz", "coredns-health")
+        ports = {name: free_port() for name in names}
+        files = write_node_files(self.node_paths, self.pki, ports, self.coredns is not None)
         containerd = Component(
             "containerd",
             [CONTAINERD, "--config", str(files["containerd"])],
@@ -107,6 +112,10 @@ class NodeCluster(LocalControlPlane):
         _wait_until(containerd, socket.exists)
         for name, (archive, digest) in self.images.items():
             import_image(self.node_paths, archive, name, digest)
+        if self.coredns is not None:
+            dns = self._coredns(ports["coredns-health"])
+            self._launch(dns)
+            _wait_until(dns, lambda: _http_ok(f"http://127.0.0.1:{dns.port}/health"))
         for component in (self._scheduler(), self._kubelet(files, ports), self._proxy()):
             self._launch(component)
         kubelet = next(c for c in self.components if c.name == "kubelet")
@@ -133,6 +142,17 @@ class NodeCluster(LocalControlPlane):
         path = self.node_paths.root / f"{component}.kubeconfig"
         write_kubeconfig(path, self.server, self.pki.serving_ca, cert, key, user=user)
         return path
+
+    def _coredns(self, health_port: int) -> Component:
+        assert self.coredns is not None
+        config = self.node_paths.root / "Corefile"
+        config.write_text(corefile(self.kubeconfig, health_port))
+        return Component(
+            "coredns",
+            [str(self.coredns), "-conf", str(config)],
+            self.logs_dir / "coredns.log",
+            health_port,
+        )
 
     def _scheduler(self) -> Component:
         kubeconfig = self._component_kubeconfig("kube-scheduler")
@@ -216,13 +236,15 @@ def stop_node_cluster_from_state(state_dir: Path, kube_proxy: Path | None = None
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NODE_IMAGES_SCRIPT = REPO_ROOT / "tools" / "build-node-images.sh"
 OPERATOR_IMAGE = "ghcr.io/hikyo-org/hikyo-operator"  # the chart's operator.image.repository
+REDIS_IMAGE = "localhost/hikyo-redis:local"  # tools/build-node-images.sh
 
 
 def node_images() -> dict[str, tuple[Path, str | None]]:
-    """The images the node gets: the pause and application images (built now if missing, in
-    seconds), and the operator image when tools/build-image.sh has written its archive."""
+    """The images the node gets: the pause, application and Redis images (built now if
+    missing, in seconds), and the operator image when tools/build-image.sh has written it."""
     directory = Path(os.environ.get("HIKYO_NODE_IMAGES") or REPO_ROOT / "var" / "node-images")
-    if not (directory / "pause.oci.tar").is_file() or not (directory / "app.oci.tar").is_file():
+    archives = ("pause.oci.tar", "app.oci.tar", "redis.oci.tar")
+    if not all((directory / archive).is_file() for archive in archives):
         result = subprocess.run(
             ["bash", str(NODE_IMAGES_SCRIPT)], capture_output=True, text=True, timeout=900
         )
@@ -232,15 +254,21 @@ def node_images() -> dict[str, tuple[Path, str | None]]:
     images: dict[str, tuple[Path, str | None]] = {
         PAUSE_IMAGE: (directory / "pause.oci.tar", None),
         APP_IMAGE: (directory / "app.oci.tar", None),
+        # the chart's bundled Redis names it by digest (operator.scaled.redis.image)
+        REDIS_IMAGE: (directory / "redis.oci.tar", archive_digest(directory / "redis.oci.tar")),
     }
     operator = Path(
         os.environ.get("HIKYO_IMAGE_ARCHIVE") or REPO_ROOT / "var/image/hikyo-operator.oci.tar"
     )
-    digest_file = Path(f"{operator}.digest")
-    if operator.is_file() and digest_file.is_file():
-        version = _project_version()
-        images[f"{OPERATOR_IMAGE}:{version}"] = (operator, digest_file.read_text().strip())
+    if operator.is_file() and archive_digest(operator):
+        images[f"{OPERATOR_IMAGE}:{_project_version()}"] = (operator, archive_digest(operator))
     return images
+
+
+def archive_digest(archive: Path) -> str | None:
+    """The manifest digest beside an image archive (``<archive>.digest``), if written."""
+    digest_file = Path(f"{archive}.digest")
+    return digest_file.read_text().strip() if digest_file.is_file() else None
 
 
 def _project_version() -> str:

@@ -11,132 +11,63 @@ publish-to-new-pod times), never asserted.
 
 from __future__ import annotations
 
-import base64
+import json
 import os
+import subprocess
 import time
-import uuid
-from collections.abc import Callable, Iterator
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+import yaml
+from kubernetes import client
 
-from devserver.server import DevServer
-from localcluster import BinariesUnavailable, locate_binaries
-from localcluster.binaries import locate_node_binaries
-from localcluster.node import NodeFailed
-from localcluster.node_cluster import NodeCluster, node_images
-from localcluster.node_layout import NODE_IP
+from localcluster.node_layout import NODE_NAME
 from tests.support.helm import CHART, helm, seed_values
+from tests.support.processes import free_port
+from tests.support.real_node import (
+    APPS,
+    NAMESPACE,
+    RELEASE,
+    TOKEN,
+    Node,
+    application,
+    available,
+    deliver,
+    force_sync,
+    image_digest,
+    lease,
+    namespace,
+    operator_pods,
+    rolled_out,
+    running_node,
+    serving,
+    skip_or_fail,
+    wait,
+)
 from tests.support.world import canary
 
 pytestmark = pytest.mark.node
 
-NAMESPACE = "hikyo-system"
-APPS = "payments"  # the seed's values watch this namespace
-RELEASE = "hikyo"
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
-APP_IMAGE = "localhost/hikyo-node-app:local"
-ORG, PROJECT, ENVIRONMENT = (f"{kind}_{uuid.uuid4()}" for kind in ("org", "proj", "env"))
-TOKEN = canary("nodetoken")
-
-
-@dataclass
-class Node:
-    cluster: NodeCluster
-    api: client.ApiClient
-    devserver: DevServer
-    tmp: Path
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def apps(self) -> client.AppsV1Api:
-        return client.AppsV1Api(self.api)
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-    def publish(self, value: str) -> None:
-        key = {"name": "APP_VALUE", "classification": "config", "value": value}
-        self.devserver.publish(ORG, PROJECT, ENVIRONMENT, [key])
-
-    def logs(self, namespace: str, pod: str) -> str:
-        try:
-            return self.core.read_namespaced_pod_log(pod, namespace, _request_timeout=10)
-        except client.ApiException:
-            return ""  # not started yet
-
-    def pods(self, namespace: str, app: str) -> list[client.V1Pod]:
-        found = self.core.list_namespaced_pod(namespace, label_selector=f"app={app}")
-        return [p for p in found.items if p.metadata.deletion_timestamp is None]
-
-
-def _skip_or_fail(why: str) -> None:
-    if os.environ.get("HIKYO_SKIP_NODE") == "1":
-        pytest.skip(why)
-    pytest.fail(f"{why} (HIKYO_SKIP_NODE=1 skips the real-node tests)")
-
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    if os.geteuid() != 0:
-        _skip_or_fail("a node runs containers and a bridge: run as root")
-    archive = os.environ.get("HIKYO_IMAGE_ARCHIVE")
-    if not archive or not Path(archive).is_file():
-        _skip_or_fail("HIKYO_IMAGE_ARCHIVE must name the operator image (tools/build-image.sh)")
-    tmp = tmp_path_factory.mktemp("node")
-    try:
-        cluster = NodeCluster(
-            locate_binaries(), locate_node_binaries(), tmp / "cluster", node_images()
-        )
-        cluster.start()
-    except (BinariesUnavailable, NodeFailed) as error:
-        _skip_or_fail(f"the node could not start: {error}")
-        raise
-    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    devserver = DevServer(host=NODE_IP).start()  # where the node's pods reach it
-    try:
-        yield Node(cluster, api, devserver, tmp)
-    finally:
-        devserver.stop()
-        api.close()
-        cluster.stop()
-
-
-def _wait(what: str, check: Callable[[], object], timeout: float, every: float = 0.5) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(every)
-
-
-def _namespace(node: Node, name: str) -> None:
-    node.core.create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=RESTRICTED))
-    )
-
-
-def _image_digest() -> str:
-    return Path(f"{os.environ['HIKYO_IMAGE_ARCHIVE']}.digest").read_text().strip()
+    with running_node(tmp_path_factory.mktemp("node")) as started:
+        yield started
 
 
 def test_the_chart_runs_as_pods_under_restricted_pod_security(node: Node) -> None:
     """helm install with the seed's values and the local image's digest, into a namespace that
     enforces the restricted Pod Security level: the operator's pod becomes Ready through its
     own probes, as the chart's ServiceAccount, and leads."""
-    _namespace(node, NAMESPACE)
-    _namespace(node, APPS)
+    namespace(node, NAMESPACE)
+    namespace(node, APPS)
     values = seed_values()
-    values["operator"]["image"] = {"digest": _image_digest()}
+    values["operator"]["image"] = {"digest": image_digest()}
     installed = helm(
         "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "100s",
         kubeconfig=node.cluster.kubeconfig, values=values, tmp=node.tmp,
@@ -153,98 +84,6 @@ def test_the_chart_runs_as_pods_under_restricted_pod_security(node: Node) -> Non
     assert [lease.spec.holder_identity.startswith(pod.metadata.name) for lease in leases] == [True]
 
 
-def _deliver(node: Node, first: str) -> None:
-    """The Hikyo side and the cluster side of one delivery into Secret app-env, with two
-    applications reading it: ``app`` (opted in to restarts) and ``app-mounted`` (not)."""
-    node.publish(first)
-    node.devserver.add_credential(TOKEN, ORG, PROJECT, ENVIRONMENT)
-    node.custom.create_cluster_custom_object(
-        "hikyo.dev", "v1alpha1", "hikyoinstances",
-        {"apiVersion": "hikyo.dev/v1alpha1", "kind": "HikyoInstance",
-         "metadata": {"name": "primary"},
-         "spec": {"url": node.devserver.url, "caBundle": node.devserver.ca_bundle_b64}},
-    )  # fmt: skip
-    node.core.create_namespaced_secret(
-        APPS,
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(
-                name="hikyo-credential",
-                labels={"hikyo.dev/delivery": "true", "hikyo.dev/instance": "primary"},
-            ),
-            data={"hikyo-token": base64.b64encode(TOKEN.encode()).decode()},
-        ),
-    )
-    node.custom.create_namespaced_custom_object(
-        "hikyo.dev", "v1alpha1", APPS, "hikyosecrets",
-        {"apiVersion": "hikyo.dev/v1alpha1", "kind": "HikyoSecret", "metadata": {"name": "app"},
-         "spec": {"instanceRef": {"name": "primary"},
-                  "auth": {"secretRef": {"name": "hikyo-credential"}},
-                  "scope": {"org": ORG, "project": PROJECT, "environment": ENVIRONMENT},
-                  "mapping": [{"key": "APP_VALUE"}], "target": {"name": "app-env"},
-                  "resyncInterval": "30s"}},
-    )  # fmt: skip
-    for name, opted_in in (("app", True), ("app-mounted", False)):
-        node.apps.create_namespaced_deployment(APPS, _application(name, opted_in))
-
-
-def _application(name: str, opted_in: bool) -> client.V1Deployment:
-    annotations = {"hikyo.dev/secrets": "app-env"} if opted_in else {}
-    container = client.V1Container(
-        name="app",
-        image=APP_IMAGE,
-        image_pull_policy="Never",
-        env_from=[client.V1EnvFromSource(secret_ref=client.V1SecretEnvSource(name="app-env"))],
-        env=[client.V1EnvVar(name="APP_VALUE_FILE", value="/etc/app/APP_VALUE")],
-        volume_mounts=[client.V1VolumeMount(name="value", mount_path="/etc/app", read_only=True)],
-        security_context=client.V1SecurityContext(
-            allow_privilege_escalation=False,
-            capabilities=client.V1Capabilities(drop=["ALL"]),
-        ),
-    )
-    return client.V1Deployment(
-        metadata=client.V1ObjectMeta(name=name, annotations=annotations),
-        spec=client.V1DeploymentSpec(
-            replicas=1,
-            selector=client.V1LabelSelector(match_labels={"app": name}),
-            template=client.V1PodTemplateSpec(
-                metadata=client.V1ObjectMeta(labels={"app": name}),
-                spec=client.V1PodSpec(
-                    containers=[container],
-                    termination_grace_period_seconds=2,
-                    security_context=client.V1PodSecurityContext(
-                        run_as_non_root=True,
-                        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
-                    ),
-                    volumes=[
-                        client.V1Volume(
-                            name="value",
-                            secret=client.V1SecretVolumeSource(secret_name="app-env"),
-                        )
-                    ],
-                ),
-            ),
-        ),
-    )
-
-
-def _serving(node: Node, app: str, line: str) -> list[str]:
-    """The pods of ``app`` whose output has ``line``."""
-    pods = node.pods(APPS, app)
-    return [p.metadata.name for p in pods if line in node.logs(APPS, p.metadata.name).splitlines()]
-
-
-def _rolled_out(node: Node, app: str, line: str) -> bool:
-    deployment = node.apps.read_namespaced_deployment_status(app, APPS)
-    status, wanted = deployment.status, deployment.spec.replicas
-    done = (
-        (status.observed_generation or 0) >= deployment.metadata.generation
-        and status.updated_replicas == wanted
-        and status.available_replicas == wanted
-        and (status.replicas or 0) == wanted
-    )
-    return done and len(_serving(node, app, line)) == len(node.pods(APPS, app)) == wanted
-
-
 def _measure_change(node: Node, value: str, started: float) -> dict[str, float]:
     """Seconds from ``started`` to: the first restarted pod printing ``value`` from its
     environment, the whole rollout done, and the running unrestarted pod's file changing."""
@@ -253,11 +92,11 @@ def _measure_change(node: Node, value: str, started: float) -> dict[str, float]:
     while len(found) < 3:
         assert time.monotonic() < deadline, f"not all of the change seen: {sorted(found)}"
         now = time.monotonic() - started
-        if "first new pod" not in found and _serving(node, "app", f"env {value}"):
+        if "first new pod" not in found and serving(node, "app", f"env {value}"):
             found["first new pod"] = now
-        if "rollout done" not in found and _rolled_out(node, "app", f"env {value}"):
+        if "rollout done" not in found and rolled_out(node, "app", f"env {value}"):
             found["rollout done"] = now
-        if "mounted file" not in found and _serving(node, "app-mounted", f"file {value}"):
+        if "mounted file" not in found and serving(node, "app-mounted", f"file {value}"):
             found["mounted file"] = now
         time.sleep(0.5)
     return found
@@ -270,22 +109,19 @@ def test_a_published_value_reaches_the_running_application(
     its new pod prints the new value from envFrom; the unrestarted pod reads it from its
     mounted file after the kubelet's sync. Then the same after a forced resync."""
     first, second, third = canary("nodefirst"), canary("nodesecond"), canary("nodethird")
-    _deliver(node, first)
-    _wait("app prints the first value", lambda: _rolled_out(node, "app", f"env {first}"), 180)
-    mounted = _wait("app-mounted has the first value",
-                    lambda: _serving(node, "app-mounted", f"file {first}"), 180)  # fmt: skip
+    deliver(node, first)
+    wait("app prints the first value", lambda: rolled_out(node, "app", f"env {first}"), 180)
+    mounted = wait("app-mounted has the first value",
+                    lambda: serving(node, "app-mounted", f"file {first}"), 180)  # fmt: skip
 
     started = time.monotonic()
     node.publish(second)
     by_resync = _measure_change(node, second, started)
-    assert _serving(node, "app-mounted", f"file {second}") == mounted  # the same pod, no restart
+    assert serving(node, "app-mounted", f"file {second}") == mounted  # the same pod, no restart
 
     started = time.monotonic()
     node.publish(third)
-    node.custom.patch_namespaced_custom_object(
-        "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", "app",
-        {"metadata": {"annotations": {"hikyo.dev/force-sync": "after-third"}}},
-    )  # fmt: skip
+    force_sync(node, "after-third")
     by_force = _measure_change(node, third, started)
     for how, figures in (("resyncInterval 30s", by_resync), ("forced resync", by_force)):
         shown = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in figures.items())
@@ -301,3 +137,244 @@ def test_a_published_value_reaches_the_running_application(
     for pod in node.pods(APPS, "app") + node.pods(APPS, "app-mounted"):
         for line in node.logs(APPS, pod.metadata.name).splitlines():
             assert line.split(" ", 1)[0] in ("env", "file"), "the application prints nothing else"
+
+
+def _stalled(node: Node) -> str | None:
+    """The CR's Rollout condition as "Status/Reason: message", None when it has none."""
+    cr = node.custom.get_namespaced_custom_object(
+        "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", "app"
+    )
+    for condition in cr.get("status", {}).get("conditions", []):
+        if condition["type"] == "Rollout":
+            return f"{condition['status']}/{condition['reason']}: {condition['message']}"
+    return None
+
+
+def test_a_rollout_that_cannot_become_ready_is_stalled_until_it_is_fixed(node: Node) -> None:
+    """S6.5 over real ReplicaSets: a value the application cannot start with rolls an
+    opted-in Deployment whose new pods exit at once; it misses its progress deadline and the
+    CR says Rollout=False/Stalled naming it. A good value rolls it again and the condition
+    goes."""
+    fragile = application("fragile", opted_in=True)
+    # A pod that runs for a moment counts as available unless it must stay ready a while: with
+    # none, a crash-looping rollout completes and never misses its deadline.
+    fragile.spec.min_ready_seconds = 5
+    fragile.spec.progress_deadline_seconds = 15
+    fragile.spec.template.spec.containers[0].env.append(
+        client.V1EnvVar(name="APP_CRASH_ON", value="CANARYCRASH")
+    )
+    node.apps.create_namespaced_deployment(APPS, fragile)
+    good = canary("nodegood")
+    wait("fragile runs", lambda: available(node, "fragile"), 120)
+
+    node.publish(canary("crash"))  # canary() upper-cases its label: CANARYCRASH...
+    force_sync(node, "crash")
+    stalled = wait("Rollout=False/Stalled", lambda: _stalled(node), 180)
+    assert str(stalled).startswith("False/Stalled: ") and "Deployment/fragile" in str(stalled)
+
+    node.publish(good)
+    force_sync(node, "good")
+    wait("fragile runs the good value", lambda: serving(node, "fragile", f"env {good}"), 180)
+    wait("the Rollout condition removed", lambda: _stalled(node) is None, 180)
+
+
+def _terminating(node: Node, name: str, timeout: float) -> tuple[datetime, int | None]:
+    """Follows a deleted pod until it is gone: its deletionTimestamp (when the kubelet would
+    SIGKILL it: the delete's time plus terminationGracePeriodSeconds) and the exit code its
+    container reported, when a status update showed one before the pod went."""
+    deadline, grace_end, exit_code = time.monotonic() + timeout, None, None
+    while time.monotonic() < deadline:
+        try:
+            pod = node.core.read_namespaced_pod(name, NAMESPACE, _request_timeout=10)
+        except client.ApiException as error:
+            assert error.status == 404, error
+            assert grace_end is not None, "the pod went before it was seen terminating"
+            return grace_end, exit_code
+        grace_end = pod.metadata.deletion_timestamp or grace_end
+        for status in pod.status.container_statuses or []:
+            if status.state and status.state.terminated:
+                exit_code = status.state.terminated.exit_code
+        time.sleep(0.1)
+    raise AssertionError(f"pod {name} still there after {timeout:.0f} s")
+
+
+def test_a_deleted_leader_releases_its_lease_and_its_replacement_leads(node: Node) -> None:
+    """kubectl delete pod: SIGTERM, the Lease is released and the process exits by itself
+    (exit code 0, before terminationGracePeriodSeconds ends, when the kubelet would SIGKILL
+    it); the Deployment's new pod takes the Lease without waiting out the old holder's term."""
+    (old,) = operator_pods(node)
+    before = lease(node)
+    assert before.spec.holder_identity.startswith(old.metadata.name)
+    node.core.delete_namespaced_pod(old.metadata.name, NAMESPACE)
+    grace_end, exit_code = _terminating(node, old.metadata.name, 150)
+    assert datetime.now(UTC) < grace_end  # gone by itself, not killed at the grace's end
+    assert exit_code in (None, 0)
+
+    def new_holder() -> client.V1Lease | None:
+        current = lease(node)
+        holder = current.spec.holder_identity or ""
+        return current if holder and not holder.startswith(old.metadata.name) else None
+
+    after = wait("a new holder of the Lease", new_holder, 120)
+    assert isinstance(after, client.V1Lease)
+    (new,) = operator_pods(node)
+    assert after.spec.holder_identity.startswith(new.metadata.name)
+    assert (after.spec.lease_transitions or 0) > (before.spec.lease_transitions or 0)
+    # Released: the new term began before the old one would have run out unrenewed.
+    old_term_end = before.spec.renew_time.timestamp() + before.spec.lease_duration_seconds
+    assert after.spec.acquire_time.timestamp() < old_term_end
+
+
+def _drain(node: Node, timeout: str) -> subprocess.CompletedProcess[str]:
+    """kubectl drain of the node, for the operator's pod only (the applications stay); its
+    emptyDir (the embedded store) goes with it, as in any drain of it."""
+    kubectl = str(node.cluster.binaries.kubectl)
+    return subprocess.run(
+        [kubectl, "--kubeconfig", str(node.cluster.kubeconfig), "drain", NODE_NAME,
+         "--pod-selector", "app.kubernetes.io/component=hikyo-operator",
+         "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", timeout],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_a_drain_respects_the_pod_disruption_budget(node: Node) -> None:
+    """The chart's PodDisruptionBudget with maxUnavailable 0 keeps the operator's pod through
+    a drain (the eviction is refused until the drain gives up); with 1, the drain evicts it,
+    and once the node is schedulable again a new pod leads."""
+    (pod,) = operator_pods(node)
+    upgrade = ["upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values"]
+    held = helm(*upgrade, "--set", "operator.podDisruptionBudget.enabled=true",
+                "--set", "operator.podDisruptionBudget.maxUnavailable=0",
+                kubeconfig=node.cluster.kubeconfig, tmp=node.tmp)  # fmt: skip
+    assert held.returncode == 0, held.stderr[-2000:]
+    try:
+        refused = _drain(node, "15s")
+        assert refused.returncode != 0
+        assert "disruption budget" in refused.stderr
+        assert [p.metadata.name for p in operator_pods(node)] == [pod.metadata.name]
+
+        allowed = helm(*upgrade, "--set", "operator.podDisruptionBudget.maxUnavailable=1",
+                       kubeconfig=node.cluster.kubeconfig, tmp=node.tmp)  # fmt: skip
+        assert allowed.returncode == 0, allowed.stderr[-2000:]
+        drained = _drain(node, "150s")
+        assert drained.returncode == 0, drained.stderr[-2000:]
+        assert pod.metadata.name not in [p.metadata.name for p in operator_pods(node)]
+    finally:
+        node.core.patch_node(NODE_NAME, {"spec": {"unschedulable": False}})
+
+    def leading_pod() -> bool:
+        pods = operator_pods(node)
+        holder = lease(node).spec.holder_identity or ""
+        return len(pods) == 1 and holder.startswith(pods[0].metadata.name)
+
+    wait("a new operator pod leads", leading_pod, 180)
+
+
+PROMETHEUS = "/usr/bin/prometheus"  # Debian's prometheus package (tools/install-promtool.sh)
+ALERTS = CHART / "files" / "alerts.yaml"
+
+
+@dataclass
+class Prometheus:
+    url: str
+    targets: Path
+
+    def scrape(self, *addresses: str) -> None:
+        """File service discovery: what the chart's ServiceMonitor would find, by pod IP."""
+        found = [{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}]
+        self.targets.write_text(json.dumps(found))
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            found = json.load(answer)
+        assert found["status"] == "success", found
+        return found["data"]["result"]
+
+
+@pytest.fixture
+def prometheus(node: Node) -> Iterator[Prometheus]:
+    if not os.access(PROMETHEUS, os.X_OK):
+        skip_or_fail(f"{PROMETHEUS} is missing (apt-get install prometheus)")
+    directory = node.tmp / "prometheus"
+    directory.mkdir()
+    targets = directory / "targets.json"
+    targets.write_text("[]")
+    settings = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(ALERTS)],
+        "scrape_configs": [
+            {
+                "job_name": "hikyo-operator",
+                # the chart's ServiceMonitor default: the operator's own instance labels stay
+                "honor_labels": True,
+                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
+            }
+        ],
+    }
+    config_file = directory / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(settings))
+    port = free_port()
+    log = (directory / "prometheus.log").open("wb")
+    server = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={directory / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        ready = f"http://127.0.0.1:{port}/-/ready"
+        wait("Prometheus ready", lambda: server.poll() is None and _answers(ready), 60)
+        yield Prometheus(f"http://127.0.0.1:{port}", targets)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def _alert(name: str) -> str:
+    rules = yaml.safe_load(ALERTS.read_text())
+    return next(r["expr"] for g in rules["groups"] for r in g["rules"] if r["alert"] == name)
+
+
+def test_a_real_prometheus_reads_the_operator_as_the_alerts_expect(
+    node: Node, prometheus: Prometheus
+) -> None:
+    """The chart's alert rules on a live scrape of the operator's pod: the Hikyo instance's
+    label arrives as `instance` (honorLabels, no exported_instance), HikyoOperatorNoLeader is
+    quiet while the pod leads, and with no operator left it is pending for the page."""
+    (pod,) = operator_pods(node)
+    prometheus.scrape(f"{pod.status.pod_ip}:8080")
+    by_instance = (
+        'sum by (instance) (hikyo_operator_fetch_duration_seconds_count{instance="primary"})'
+    )
+    wait("the operator scraped, after a fetch", lambda: prometheus.query(by_instance), 120)
+    assert prometheus.query('count({exported_instance=~".+"})') == []
+    assert prometheus.query("hikyo_operator_leader == 1")
+    no_leader = _alert("HikyoOperatorNoLeader")
+    assert prometheus.query(no_leader) == []
+
+    node.apps.patch_namespaced_deployment_scale(
+        f"{RELEASE}-hikyo-operator", NAMESPACE, {"spec": {"replicas": 0}}
+    )
+    try:
+        wait("the operator gone", lambda: not node.core.list_namespaced_pod(NAMESPACE).items, 150)
+        prometheus.scrape()  # its pod left the Service's endpoints
+        pending = 'ALERTS{alertname="HikyoOperatorNoLeader", alertstate="pending"}'
+        wait("HikyoOperatorNoLeader pending", lambda: prometheus.query(pending), 60)
+        assert prometheus.query(no_leader)
+    finally:
+        node.apps.patch_namespaced_deployment_scale(
+            f"{RELEASE}-hikyo-operator", NAMESPACE, {"spec": {"replicas": 1}}
+        )

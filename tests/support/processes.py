@@ -231,8 +231,11 @@ class PostgresServer(Service):
 
     ROLE = DATABASE = "hikyo"
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, host: str = "127.0.0.1", clients: str | None = None) -> None:
+        """``host``: where it listens (a local node's pods need the node's address);
+        ``clients``: a CIDR also let in with the password (the node's pods)."""
         self.bindir, self.port = bindir, free_port()
+        self.host, self.clients = host, clients
         self.password = secrets.token_hex(16)
         # Outside pytest's tmp (mode 0700, root's), so a non-root server can use it.
         self.directory = Path(tempfile.mkdtemp(prefix="hikyo-postgres-"))
@@ -240,7 +243,7 @@ class PostgresServer(Service):
         super().__init__(
             "postgres",
             [str(bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
-             "-k", str(self.sockets), "-c", "listen_addresses=127.0.0.1",
+             "-k", str(self.sockets), "-c", f"listen_addresses={host}",
              "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
              "-c", "max_connections=200"],
             self.directory / "postgres.log",
@@ -251,12 +254,12 @@ class PostgresServer(Service):
     @property
     def url(self) -> str:
         """The DSN the operator's processes get (HIKYO_OPERATOR_DATABASE_URL, S8.1)."""
-        return f"postgres://{self.ROLE}:{self.password}@127.0.0.1:{self.port}/{self.DATABASE}"
+        return f"postgres://{self.ROLE}:{self.password}@{self.host}:{self.port}/{self.DATABASE}"
 
     def connect(self, dbname: str | None = None) -> psycopg.Connection[Any]:
         """A bounded connection (connect and statement timeouts), autocommit."""
         return psycopg.connect(
-            host="127.0.0.1",
+            host=self.host,
             port=self.port,
             user=self.ROLE,
             password=self.password,
@@ -305,6 +308,9 @@ class PostgresServer(Service):
         password_file.unlink()
         if done.returncode != 0:
             pytest.fail(f"initdb failed: {done.stderr.strip()[-500:]}", pytrace=False)
+        if self.clients is not None:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.clients} scram-sha-256\n")
 
     def stop(self) -> None:
         """SIGINT is PostgreSQL's fast shutdown: clients are disconnected, nothing is left."""
