@@ -1,0 +1,190 @@
+"""Issue 50, scaled mode on the real node: the chart's run_operator replicas, a Celery worker
+and its bundled Redis (the locally built image, tools/build-node-images.sh) as pods, the
+observation store in a PostgreSQL on the node's address, names resolved by the node's cluster
+DNS. A rolling update to a new image digest hands the Lease over with no two runs of one CR
+overlapping and every CR converging (the run records in PostgreSQL show it).
+
+Opt-in (``pytest -m node``) like tests/integration/test_real_node.py, with the same needs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from localcluster.node import import_image
+from localcluster.node_cluster import OPERATOR_IMAGE, REDIS_IMAGE, archive_digest, node_images
+from localcluster.node_layout import NODE_IP, POD_SUBNET
+from tests.support.helm import CHART, helm, seed_values
+from tests.support.processes import PostgresServer, locate_postgres
+from tests.support.real_node import (
+    APPS,
+    NAMESPACE,
+    RELEASE,
+    Node,
+    create_cr,
+    deliver,
+    delivered,
+    image_digest,
+    lease,
+    namespace,
+    rolled_out,
+    running_node,
+    wait,
+)
+from tests.support.world import canary
+
+pytestmark = pytest.mark.node
+
+EXTRA_CRS = 5  # beside `app`: CRs whose Secret no workload reads
+BUILDAH_TIMEOUT_SECONDS = 600
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, PostgresServer]]:
+    with running_node(tmp_path_factory.mktemp("scaled")) as node:
+        # PostgreSQL as the chart expects it: outside the cluster, named by a DSN in a Secret
+        database = PostgresServer(locate_postgres(False), host=NODE_IP, clients=POD_SUBNET)
+        database.start()
+        try:
+            yield node, database
+        finally:
+            database.stop()
+
+
+def _components(node: Node) -> dict[str, list[client.V1Pod]]:
+    found: dict[str, list[client.V1Pod]] = {}
+    for pod in node.core.list_namespaced_pod(NAMESPACE).items:
+        if pod.metadata.deletion_timestamp is None:
+            component = pod.metadata.labels.get("app.kubernetes.io/component", "")
+            found.setdefault(component, []).append(pod)
+    return found
+
+
+def _ready(pod: client.V1Pod) -> bool:
+    statuses = pod.status.container_statuses or []
+    return pod.status.phase == "Running" and bool(statuses) and all(s.ready for s in statuses)
+
+
+def test_the_scaled_release_runs_its_leaders_worker_and_redis_on_the_node(scaled) -> None:
+    node, database = scaled
+    namespace(node, NAMESPACE)
+    namespace(node, APPS)
+    node.core.create_namespaced_secret(
+        NAMESPACE,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="hikyo-operator-database"),
+            string_data={"database-url": database.url},
+        ),
+    )
+    redis_archive, _ = node_images()[REDIS_IMAGE]
+    values = seed_values()
+    values["operator"] |= {
+        "image": {"digest": image_digest()},
+        "replicaCount": 2,
+        "scaled": {
+            "enabled": True,
+            "workers": 1,
+            "redis": {"image": f"localhost/hikyo-redis@{archive_digest(redis_archive)}"},
+            "database": {"existingSecret": "hikyo-operator-database"},
+        },
+    }
+    installed = helm(
+        "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "240s",
+        kubeconfig=node.cluster.kubeconfig, values=values, tmp=node.tmp,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    components = _components(node)
+    assert {name: len(pods) for name, pods in components.items()} == {
+        "hikyo-operator": 2,
+        "hikyo-operator-worker": 1,
+        "redis": 1,
+    }, components.keys()
+    assert all(_ready(pod) for pods in components.values() for pod in pods)
+    leaders = [p.metadata.name for p in components["hikyo-operator"]]
+    holder = lease(node).spec.holder_identity or ""
+    assert [name for name in leaders if holder.startswith(name)], (holder, leaders)
+
+
+def _variant(node: Node, archive: Path) -> tuple[Path, str]:
+    """The operator image again under a new digest (one label more), as a release would be."""
+    storage = node.tmp / "buildah"
+    bah = ["buildah", "--storage-driver", "vfs", "--root", str(storage / "root"),
+           "--runroot", str(storage / "run")]  # fmt: skip
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [*bah, *args], capture_output=True, text=True, timeout=BUILDAH_TIMEOUT_SECONDS
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    container = run("from", "--quiet", f"oci-archive:{archive}")
+    run("config", "--label", "dev.hikyo.test/variant=2", container)
+    run("commit", "--quiet", "--rm", container, "localhost/hikyo-operator-variant:2")
+    out = node.tmp / "operator-variant.oci.tar"
+    run("push", "--quiet", "--digestfile", f"{out}.digest", "localhost/hikyo-operator-variant:2",
+        f"oci-archive:{out}:{OPERATOR_IMAGE}:variant")  # fmt: skip
+    return out, Path(f"{out}.digest").read_text().strip()
+
+
+def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -> None:
+    node, database = scaled
+    first, second = canary("scaledfirst"), canary("scaledsecond")
+    deliver(node, first)
+    extras = [f"extra-{n}" for n in range(EXTRA_CRS)]
+    for name in extras:
+        create_cr(node, name, f"{name}-env")
+    wait("app prints the first value", lambda: rolled_out(node, "app", f"env {first}"), 240)
+    for name in extras:
+        wait(f"{name} delivered", lambda name=name: delivered(node, f"{name}-env") == first, 120)
+    (operator_archive, _) = next(
+        paths for image, paths in node_images().items() if image.startswith(OPERATOR_IMAGE)
+    )
+    variant, digest = _variant(node, operator_archive)
+    import_image(node.cluster.node_paths, variant, f"{OPERATOR_IMAGE}:variant", digest)
+    before = lease(node)
+
+    node.publish(second)  # changes arriving while the leaders roll
+    upgraded = helm(
+        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+        "--set", f"operator.image.digest={digest}", "--wait", "--timeout", "300s",
+        kubeconfig=node.cluster.kubeconfig, tmp=node.tmp,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr[-2000:]
+
+    pods = _components(node)["hikyo-operator"]
+    assert len(pods) == 2 and all(digest in p.spec.containers[0].image for p in pods)
+
+    def held_by_a_new_pod() -> client.V1Lease | None:
+        held = lease(node)
+        holder = held.spec.holder_identity or ""
+        return held if any(holder.startswith(p.metadata.name) for p in pods) else None
+
+    after = wait("the Lease held by a new pod", held_by_a_new_pod, 120)
+    assert isinstance(after, client.V1Lease)
+    assert (after.spec.lease_transitions or 0) > (before.spec.lease_transitions or 0)
+    wait("app prints the second value", lambda: rolled_out(node, "app", f"env {second}"), 240)
+    for name in extras:  # no CR left behind
+        wait(f"{name} current", lambda name=name: delivered(node, f"{name}-env") == second, 120)
+
+    with database.connect() as connection:
+        runs = connection.execute(
+            "SELECT uid, started_at, duration_ms FROM observations_reconcilerun "
+            "ORDER BY uid, started_at"
+        ).fetchall()
+    assert runs
+    by_uid: dict[str, list[tuple[float, float]]] = {}
+    for uid, started, duration_ms in runs:
+        start = started.timestamp()
+        by_uid.setdefault(uid, []).append((start, start + duration_ms / 1000))
+    assert len(by_uid) == EXTRA_CRS + 1
+    for uid, intervals in by_uid.items():  # S4.1.4 across the old and the new pods
+        for (_, end), (start, _) in itertools.pairwise(intervals):
+            # duration_ms is rounded: a run starting within that millisecond is not an overlap
+            assert start >= end - 0.001, f"two runs of {uid} overlapped in the rolling update"
