@@ -19,13 +19,14 @@ from kubernetes import client
 
 from localcluster.node import import_image
 from localcluster.node_cluster import OPERATOR_IMAGE, REDIS_IMAGE, archive_digest, node_images
-from localcluster.node_layout import NODE_IP, POD_SUBNET
+from localcluster.node_layout import BRIDGE, NODE_IP, POD_SUBNET
 from tests.support.helm import CHART, helm, seed_values
 from tests.support.processes import PostgresServer, locate_postgres
 from tests.support.real_node import (
     APPS,
     NAMESPACE,
     RELEASE,
+    TOKEN,
     Node,
     create_cr,
     deliver,
@@ -173,6 +174,15 @@ def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -
     for name in extras:  # no CR left behind
         wait(f"{name} current", lambda name=name: delivered(node, f"{name}-env") == second, 120)
 
+    # No value or token in any of the release's pods' output (leaders, worker, Redis).
+    logs = "".join(
+        node.logs(NAMESPACE, pod.metadata.name)
+        for pods in _components(node).values()
+        for pod in pods
+    )
+    assert logs
+    assert not [value for value in (first, second, TOKEN) if value in logs]
+
     with database.connect() as connection:
         runs = connection.execute(
             "SELECT uid, started_at, duration_ms FROM observations_reconcilerun "
@@ -188,3 +198,48 @@ def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -
         for (_, end), (start, _) in itertools.pairwise(intervals):
             # duration_ms is rounded: a run starting within that millisecond is not an overlap
             assert start >= end - 0.001, f"two runs of {uid} overlapped in the rolling update"
+
+
+def _host_leftovers(node: Node) -> list[str]:
+    """What a stopped node could leave on the host: its processes, mounts, the pods' network
+    namespaces, the bridge, the kubelet's and kube-proxy's iptables chains."""
+    root = str(node.cluster.state_dir)
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                cgroups = (proc / "cgroup").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            if root in command or "/kubepods" in cgroups:  # a node process, or a container's
+                found.append(f"process {proc.name}: {command[:80]}")
+    found += [
+        f"mount {line.split()[1]}"
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if line.split()[1].startswith(root)
+    ]
+    netns = Path("/var/run/netns")
+    found += [f"netns {n.name}" for n in netns.glob("cni-*")] if netns.is_dir() else []
+    if (
+        subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True, timeout=30).returncode
+        == 0
+    ):
+        found.append(f"bridge {BRIDGE}")
+    for table in ("filter", "nat", "mangle"):
+        rules = subprocess.run(
+            ["iptables", "-w", "5", "-t", table, "-S"], capture_output=True, text=True, timeout=30
+        ).stdout
+        found += [f"iptables {table}: {rule}" for rule in rules.splitlines() if "KUBE-" in rule]
+    return found
+
+
+def test_stopping_the_node_leaves_nothing_on_the_host(scaled) -> None:
+    """localcluster's stop (what `python -m localcluster down` runs) with the release's pods
+    still running: every container, mount, network namespace, rule and the bridge go."""
+    node, _ = scaled
+    assert _components(node)  # pods are running
+    running = _host_leftovers(node)  # what the check finds while the node runs
+    assert f"bridge {BRIDGE}" in running and [r for r in running if r.startswith("process")]
+    node.cluster.stop()
+    assert _host_leftovers(node) == []
