@@ -8,6 +8,8 @@
 #   bash tools/test.sh                      # every test, in parallel lanes (tools/lanes.py)
 #   bash tools/test.sh --lanes 2            # the same with 2 integration lanes (default 4)
 #   bash tools/test.sh --fast               # only the tests that need no cluster (a minute)
+#   bash tools/test.sh --node               # the e2e lane on a real local node (root; builds
+#                                           # the images and node binaries; see docs/development.md)
 #   bash tools/test.sh tests/integration -k fault   # anything else goes to one pytest as is
 #
 # Set HIKYO_SKIP_SETUP=1 to skip the installs (a machine already set up); KUBEBUILDER_ASSETS,
@@ -65,5 +67,16 @@ case "${1:-}" in
   "" | --lanes) exec python3 tools/lanes.py "$@" ;;
   --fast) exec python3 -m pytest --durations=25 tests/unit tests/queue tests/chart tests/tooling \
     tests/bench tests/devserver "${@:2}" ;;
+  --node)
+    # The marker `node` (CI runs it in its image lane): the chart's pods on a real local node.
+    HIKYO_NODE_BIN=${HIKYO_NODE_BIN:-$(bash tools/build-node.sh | tail -n 1)}
+    COREDNS=${COREDNS:-$(bash tools/build-coredns.sh | tail -n 1)}
+    if [ -z "${HIKYO_IMAGE_ARCHIVE:-}" ]; then
+      bash tools/build-image.sh >/dev/null  # its digest goes beside the archive
+      HIKYO_IMAGE_ARCHIVE=$PWD/var/image/hikyo-operator.oci.tar
+    fi
+    export HIKYO_NODE_BIN COREDNS HIKYO_IMAGE_ARCHIVE
+    exec python3 -m pytest --durations=25 -m node tests/integration/test_real_node.py \
+      tests/integration/test_real_node_scaled.py "${@:2}" ;;
   *) exec python3 -m pytest --durations=25 "$@" ;;
 esac

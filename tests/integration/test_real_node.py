@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client
 
 from localcluster.node_layout import NODE_NAME
-from tests.support.helm import CHART, helm, seed_values
+from tests.support.helm import CHART, helm
 from tests.support.processes import free_port
 from tests.support.real_node import (
     APPS,
@@ -39,9 +39,8 @@ from tests.support.real_node import (
     available,
     deliver,
     force_sync,
-    image_digest,
+    install_embedded,
     lease,
-    namespace,
     operator_pods,
     rolled_out,
     running_node,
@@ -64,14 +63,7 @@ def test_the_chart_runs_as_pods_under_restricted_pod_security(node: Node) -> Non
     """helm install with the seed's values and the local image's digest, into a namespace that
     enforces the restricted Pod Security level: the operator's pod becomes Ready through its
     own probes, as the chart's ServiceAccount, and leads."""
-    namespace(node, NAMESPACE)
-    namespace(node, APPS)
-    values = seed_values()
-    values["operator"]["image"] = {"digest": image_digest()}
-    installed = helm(
-        "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "100s",
-        kubeconfig=node.cluster.kubeconfig, values=values, tmp=node.tmp,
-    )  # fmt: skip
+    installed = install_embedded(node)
     assert installed.returncode == 0, installed.stderr[-2000:]
     pods = node.core.list_namespaced_pod(NAMESPACE).items
     assert len(pods) == 1

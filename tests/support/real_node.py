@@ -22,6 +22,7 @@ from localcluster.binaries import locate_coredns, locate_node_binaries
 from localcluster.node import NodeFailed
 from localcluster.node_cluster import NodeCluster, node_images
 from localcluster.node_layout import NODE_IP
+from tests.support.helm import CHART, Helm, helm, seed_values
 from tests.support.world import canary
 
 NAMESPACE = "hikyo-system"
@@ -123,6 +124,19 @@ def namespace(node: Node, name: str) -> None:
 
 def image_digest() -> str:
     return Path(f"{os.environ['HIKYO_IMAGE_ARCHIVE']}.digest").read_text().strip()
+
+
+def install_embedded(node: Node) -> Helm:
+    """The chart with the seed's values and the local operator image's digest, into
+    namespaces that enforce Pod Security restricted, as a user installs it."""
+    namespace(node, NAMESPACE)
+    namespace(node, APPS)
+    values = seed_values()
+    values["operator"]["image"] = {"digest": image_digest()}
+    return helm(
+        "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "100s",
+        kubeconfig=node.cluster.kubeconfig, values=values, tmp=node.tmp,
+    )  # fmt: skip
 
 
 def deliver(node: Node, first: str) -> None:
