@@ -11,16 +11,10 @@ publish-to-new-pod times), never asserted.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 import yaml
@@ -28,7 +22,7 @@ from kubernetes import client
 
 from localcluster.node_layout import NODE_NAME
 from tests.support.helm import CHART, helm
-from tests.support.processes import free_port
+from tests.support.prometheus import ALERTS, Prometheus, running_prometheus
 from tests.support.real_node import (
     APPS,
     NAMESPACE,
@@ -45,7 +39,6 @@ from tests.support.real_node import (
     rolled_out,
     running_node,
     serving,
-    skip_or_fail,
     wait,
 )
 from tests.support.world import canary
@@ -262,77 +255,10 @@ def test_a_drain_respects_the_pod_disruption_budget(node: Node) -> None:
     wait("a new operator pod leads", leading_pod, 180)
 
 
-PROMETHEUS = "/usr/bin/prometheus"  # Debian's prometheus package (tools/install-promtool.sh)
-ALERTS = CHART / "files" / "alerts.yaml"
-
-
-@dataclass
-class Prometheus:
-    url: str
-    targets: Path
-
-    def scrape(self, *addresses: str) -> None:
-        """File service discovery: what the chart's ServiceMonitor would find, by pod IP."""
-        found = [{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}]
-        self.targets.write_text(json.dumps(found))
-
-    def query(self, expr: str) -> list[dict]:
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            found = json.load(answer)
-        assert found["status"] == "success", found
-        return found["data"]["result"]
-
-
 @pytest.fixture
 def prometheus(node: Node) -> Iterator[Prometheus]:
-    if not os.access(PROMETHEUS, os.X_OK):
-        skip_or_fail(f"{PROMETHEUS} is missing (apt-get install prometheus)")
-    directory = node.tmp / "prometheus"
-    directory.mkdir()
-    targets = directory / "targets.json"
-    targets.write_text("[]")
-    settings = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(ALERTS)],
-        "scrape_configs": [
-            {
-                "job_name": "hikyo-operator",
-                # the chart's ServiceMonitor default: the operator's own instance labels stay
-                "honor_labels": True,
-                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
-            }
-        ],
-    }
-    config_file = directory / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(settings))
-    port = free_port()
-    log = (directory / "prometheus.log").open("wb")
-    server = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={directory / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        ready = f"http://127.0.0.1:{port}/-/ready"
-        wait("Prometheus ready", lambda: server.poll() is None and _answers(ready), 60)
-        yield Prometheus(f"http://127.0.0.1:{port}", targets)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
+    with running_prometheus(node.tmp / "prometheus", ALERTS) as started:
+        yield started
 
 
 def _alert(name: str) -> str:

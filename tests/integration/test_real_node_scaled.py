@@ -22,9 +22,13 @@ from localcluster.node_cluster import OPERATOR_IMAGE, REDIS_IMAGE, archive_diges
 from localcluster.node_layout import BRIDGE, NODE_IP, POD_SUBNET
 from tests.support.helm import CHART, helm, seed_values
 from tests.support.processes import PostgresServer, locate_postgres
+from tests.support.prometheus import firing, rules_firing_at_once, running_prometheus
 from tests.support.real_node import (
     APPS,
+    ENVIRONMENT,
     NAMESPACE,
+    ORG,
+    PROJECT,
     RELEASE,
     TOKEN,
     Node,
@@ -198,6 +202,81 @@ def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -
         for (_, end), (start, _) in itertools.pairwise(intervals):
             # duration_ms is rounded: a run starting within that millisecond is not an overlap
             assert start >= end - 0.001, f"two runs of {uid} overlapped in the rolling update"
+
+
+def _scale(node: Node, component: str, replicas: int) -> None:
+    name = f"{RELEASE}-{component}"
+    node.apps.patch_namespaced_deployment_scale(name, NAMESPACE, {"spec": {"replicas": replicas}})
+
+
+def test_the_charts_alerts_fire_and_clear_on_a_live_scrape(scaled) -> None:
+    """The chart's rules (their `for` at 0s) on a live scrape of the leaders and the worker,
+    as the ServiceMonitor's honorLabels sees them: quiet while all is well; a HikyoSecret that
+    cannot be delivered, no worker, and no leader each fire their alert with their labels, and
+    each clears once fixed."""
+    node, _ = scaled
+    scraped = ("hikyo-operator", "hikyo-operator-worker")
+
+    def scrape_release() -> None:
+        pods = [p for name in scraped for p in _components(node).get(name, [])]
+        prometheus.scrape(*[f"{p.status.pod_ip}:8080" for p in pods if p.status.pod_ip])
+
+    directory = node.tmp / "prometheus-scaled"
+    directory.mkdir()
+    with running_prometheus(directory / "server", rules_firing_at_once(directory)) as prometheus:
+        scrape_release()
+        wait("the leader scraped", lambda: prometheus.query("hikyo_operator_leader == 1"), 60)
+        wait("the worker's slots", lambda: prometheus.query("hikyo_operator_worker_slots > 0"), 60)
+        assert prometheus.query('ALERTS{alertstate="firing"}') == []
+
+        # a credential that does not exist: the CR cannot be delivered
+        broken = {
+            "apiVersion": "hikyo.dev/v1alpha1",
+            "kind": "HikyoSecret",
+            "metadata": {"name": "broken"},
+            "spec": {
+                "instanceRef": {"name": "primary"},
+                "auth": {"secretRef": {"name": "no-such-credential"}},
+                "scope": {"org": ORG, "project": PROJECT, "environment": ENVIRONMENT},
+                "mapping": [{"key": "APP_VALUE"}],
+                "target": {"name": "broken-env"},
+            },
+        }
+        node.custom.create_namespaced_custom_object(
+            "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", broken
+        )
+        (labels,) = wait(
+            "HikyoSecretsNotReady", lambda: firing(prometheus, "HikyoSecretsNotReady"), 120
+        )
+        assert labels["blocker"] and labels["severity"]
+        node.custom.delete_namespaced_custom_object(
+            "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", "broken"
+        )
+        wait("HikyoSecretsNotReady cleared",
+             lambda: not firing(prometheus, "HikyoSecretsNotReady"), 120)  # fmt: skip
+
+        _scale(node, "hikyo-operator-worker", 0)
+        wait("HikyoOperatorNoWorkers", lambda: firing(prometheus, "HikyoOperatorNoWorkers"), 150)
+        _scale(node, "hikyo-operator-worker", 1)
+        wait("a worker Ready", lambda: [p for p in _components(node).get(
+            "hikyo-operator-worker", []) if _ready(p)], 120)  # fmt: skip
+        scrape_release()
+        wait("HikyoOperatorNoWorkers cleared",
+             lambda: not firing(prometheus, "HikyoOperatorNoWorkers"), 150)  # fmt: skip
+
+        _scale(node, "hikyo-operator", 0)
+        wait("no leader pod", lambda: not _components(node).get("hikyo-operator"), 150)
+        scrape_release()
+        (labels,) = wait(
+            "HikyoOperatorNoLeader", lambda: firing(prometheus, "HikyoOperatorNoLeader"), 60
+        )
+        assert labels["severity"] == "critical"
+        _scale(node, "hikyo-operator", 2)
+        wait("a leader again", lambda: [p for p in _components(node).get(
+            "hikyo-operator", []) if _ready(p)], 150)  # fmt: skip
+        scrape_release()
+        wait("HikyoOperatorNoLeader cleared",
+             lambda: not firing(prometheus, "HikyoOperatorNoLeader"), 120)  # fmt: skip
 
 
 def _host_leftovers(node: Node) -> list[str]:

@@ -1,0 +1,111 @@
+"""A real Prometheus for the real node's tests: Debian's server (the `prometheus` package, as
+tools/install-promtool.sh installs it) scraping pods by file discovery, with the chart's rules."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tests.support.helm import CHART
+from tests.support.processes import free_port
+from tests.support.real_node import skip_or_fail, wait
+
+PROMETHEUS = "/usr/bin/prometheus"  # Debian's prometheus package (tools/install-promtool.sh)
+ALERTS = CHART / "files" / "alerts.yaml"
+
+
+@dataclass
+class Prometheus:
+    url: str
+    targets: Path
+
+    def scrape(self, *addresses: str) -> None:
+        """File service discovery: what the chart's ServiceMonitor would find, by pod IP."""
+        found = [{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}]
+        self.targets.write_text(json.dumps(found))
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            found = json.load(answer)
+        assert found["status"] == "success", found
+        return found["data"]["result"]
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_prometheus(directory: Path, rules: Path) -> Iterator[Prometheus]:
+    """Debian's Prometheus server scraping what ``Prometheus.scrape`` names every second, as
+    the chart's ServiceMonitor does by default (honor_labels), with ``rules`` loaded."""
+    if not os.access(PROMETHEUS, os.X_OK):
+        skip_or_fail(f"{PROMETHEUS} is missing (apt-get install prometheus)")
+    directory.mkdir()
+    targets = directory / "targets.json"
+    targets.write_text("[]")
+    settings = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [
+            {
+                "job_name": "hikyo-operator",
+                # the chart's ServiceMonitor default: the operator's own instance labels stay
+                "honor_labels": True,
+                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
+            }
+        ],
+    }
+    config_file = directory / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(settings))
+    port = free_port()
+    log = (directory / "prometheus.log").open("wb")
+    server = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={directory / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        ready = f"http://127.0.0.1:{port}/-/ready"
+        wait("Prometheus ready", lambda: server.poll() is None and answers(ready), 60)
+        yield Prometheus(f"http://127.0.0.1:{port}", targets)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+def rules_firing_at_once(directory: Path) -> Path:
+    """The chart's rules with every ``for`` at 0s, so a test sees each alert fire and clear in
+    seconds rather than in its 5 to 30 minutes; the expressions and labels are the chart's."""
+    rules = yaml.safe_load(ALERTS.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule.pop("for", None)
+    path = directory / "alerts-at-once.yaml"
+    path.write_text(yaml.safe_dump(rules, sort_keys=False))
+    return path
+
+
+def firing(prometheus: Prometheus, alert: str) -> list[dict[str, str]]:
+    """The label sets ``alert`` fires with now."""
+    found = prometheus.query(f'ALERTS{{alertname="{alert}", alertstate="firing"}}')
+    return [series["metric"] for series in found]
