@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from tests.support.helm import CHART
-from tests.support.processes import free_port
+from tests.support.processes import Service, free_port
 from tests.support.real_node import skip_or_fail, wait
 
 PROMETHEUS = "/usr/bin/prometheus"  # Debian's prometheus package (tools/install-promtool.sh)
@@ -73,24 +72,18 @@ def running_prometheus(directory: Path, rules: Path) -> Iterator[Prometheus]:
     config_file = directory / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(settings))
     port = free_port()
-    log = (directory / "prometheus.log").open("wb")
-    server = subprocess.Popen(
+    server = Service(
+        "prometheus",
         [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={directory / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        directory / "prometheus.log",
+    ).start()  # fmt: skip
     try:
         ready = f"http://127.0.0.1:{port}/-/ready"
-        wait("Prometheus ready", lambda: server.poll() is None and answers(ready), 60)
+        wait("Prometheus ready", lambda: server.alive() and answers(ready), 60)
         yield Prometheus(f"http://127.0.0.1:{port}", targets)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
+        server.stop()
 
 
 def rules_firing_at_once(directory: Path) -> Path:

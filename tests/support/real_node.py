@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from localcluster.node import NodeFailed
 from localcluster.node_cluster import NodeCluster, node_images
 from localcluster.node_layout import NODE_IP
 from tests.support.helm import CHART, Helm, helm, seed_values
+from tests.support.waiting import wait_for
 from tests.support.world import canary
 
 NAMESPACE = "hikyo-system"
@@ -106,14 +106,8 @@ def running_node(tmp: Path) -> Iterator[Node]:
 
 
 def wait(what: str, check: Callable[[], object], timeout: float, every: float = 0.5) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(every)
+    """``check``'s first truthy result (tests.support.waiting.wait_for, the node tests' order)."""
+    return wait_for(check, timeout, every, what)
 
 
 def namespace(node: Node, name: str) -> None:
