@@ -146,14 +146,14 @@ class Metrics:
         self.fetch_seconds = Histogram(
             "hikyo_operator_fetch_duration_seconds",
             "Delivery fetches (S3.3) by HikyoInstance: time from request to answer or failure.",
-            ["instance"],
+            ["hikyo_instance"],
             buckets=FETCH_BUCKETS,
             registry=r,
         )
         self.fetch_429 = Counter(
             "hikyo_operator_fetch_429_total",
             "Delivery fetches answered 429 (S4.1.6), by HikyoInstance.",
-            ["instance"],
+            ["hikyo_instance"],
             registry=r,
         )
         self.fetch_waits = Counter(
@@ -161,7 +161,7 @@ class Metrics:
             "Runs that waited instead of fetching, by HikyoInstance and why: InstancePaused "
             "(a 429 pause, S4.1.6), InstanceUnresponsive or CredentialUnanswered (S4.1.9). "
             "A wait is not a failure: the CR keeps its conditions.",
-            ["instance", "reason"],
+            ["hikyo_instance", "reason"],
             registry=r,
         )
         self.foreign_owner = Gauge(

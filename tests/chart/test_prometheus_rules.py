@@ -154,23 +154,40 @@ def test_metric_names_are_read_from_promql():
     assert metric_names(expr) == {"a_seconds_bucket", "b_total"}
 
 
-def test_instance_is_grouped_by_only_where_it_names_a_hikyo_instance():
-    """With the ServiceMonitor's honorLabels (the default), `instance` is a metric's own label
-    (a HikyoInstance) where it has one, and the pod's address elsewhere: the board and the
-    rules group by it only over metrics that carry it, so a line or an alert is a HikyoInstance."""
+def exported_label_names() -> dict[str, tuple[str, ...]]:
+    """Each exported family's label names: the metrics of workers/metrics.py and the leader's
+    scrape-time families (scaled mode's included)."""
     wrappers = vars(Metrics(CollectorRegistry())).values()
-    labelled = tuple(
-        w._name
-        for w in wrappers
-        if isinstance(w, MetricWrapperBase) and "instance" in w._labelnames
+    found = {w._name: tuple(w._labelnames) for w in wrappers if isinstance(w, MetricWrapperBase)}
+    collector = OperatorCollector(
+        leader=lambda: True, queues=dict, lifecycles=dict, worker_slots=lambda: 0
     )
+    found |= {family.name: tuple(family._labelnames) for family in collector.describe()}
+    return found
+
+
+def test_no_metric_has_a_label_prometheus_sets_on_every_target():
+    """`instance` and `job` are the scrape's own: a metric label so named is stored as
+    `exported_instance` unless the scrape honours labels (docs/alerts.md). The HikyoInstance is
+    `hikyo_instance`."""
+    labelled = exported_label_names()
+    assert "hikyo_instance" in labelled["hikyo_operator_fetch_429"]
+    assert {name: labels for name, labels in labelled.items()
+            if {"instance", "job"} & set(labels)} == {}  # fmt: skip
+
+
+def test_hikyo_instance_is_grouped_by_only_over_metrics_that_carry_it():
+    """A board line or an alert grouped by `hikyo_instance` is a HikyoInstance only where every
+    metric of its expression has that label."""
+    labelled = exported_label_names()
     board = json.loads(BOARD.read_text())
     exprs = [target["expr"] for panel in board["panels"] for target in panel["targets"]]
     exprs += [rule["expr"] for rule in _rules()]
-    grouped = [e for e in exprs if re.search(r"\b(by|on)\s*\([^)]*\binstance\b", e)]
+    grouped = [e for e in exprs if re.search(r"\b(by|on)\s*\([^)]*\bhikyo_instance\b", e)]
     assert len(grouped) >= 3  # the board's fetch time and 429s, HikyoInstanceRateLimited
+    carriers = tuple(name for name, labels in labelled.items() if "hikyo_instance" in labels)
     for expr in grouped:
-        assert all(name.startswith(labelled) for name in metric_names(expr)), expr
+        assert all(name.startswith(carriers) for name in metric_names(expr)), expr
 
 
 def test_every_metric_in_the_board_and_the_rules_is_exported():

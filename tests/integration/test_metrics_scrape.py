@@ -138,7 +138,9 @@ def test_the_embedded_operators_metrics_count_its_reconciles_and_hold_no_value(
         operator.stop()
     samples = parse(text)
     runs = assert_counts_every_run(samples, logs[-1], count)
-    fetched = total(samples, "hikyo_operator_fetch_duration_seconds_count", instance=world.instance)
+    fetched = total(
+        samples, "hikyo_operator_fetch_duration_seconds_count", hikyo_instance=world.instance
+    )
     assert count <= fetched <= runs
     assert total(samples, "hikyo_operator_fetch_429_total") == 0
     assert total(samples, "hikyo_operator_leader") == 1
@@ -182,7 +184,9 @@ def test_in_scaled_mode_the_celery_worker_serves_its_pools_reconciles(
         operator.stop()
     samples = parse(worker)
     runs = assert_counts_every_run(samples, logs[-1], count)
-    fetched = total(samples, "hikyo_operator_fetch_duration_seconds_count", instance=world.instance)
+    fetched = total(
+        samples, "hikyo_operator_fetch_duration_seconds_count", hikyo_instance=world.instance
+    )
     assert count <= fetched <= runs
     assert total(samples, "controller_runtime_active_workers", **CONTROLLER) == 0
     assert_value_free(worker, world)

@@ -257,7 +257,8 @@ def test_a_drain_respects_the_pod_disruption_budget(node: Node) -> None:
 
 @pytest.fixture
 def prometheus(node: Node) -> Iterator[Prometheus]:
-    with running_prometheus(node.tmp / "prometheus", ALERTS) as started:
+    # a hand-written scrape config: Prometheus' own instance and job labels win
+    with running_prometheus(node.tmp / "prometheus", ALERTS, honor_labels=False) as started:
         yield started
 
 
@@ -269,16 +270,19 @@ def _alert(name: str) -> str:
 def test_a_real_prometheus_reads_the_operator_as_the_alerts_expect(
     node: Node, prometheus: Prometheus
 ) -> None:
-    """The chart's alert rules on a live scrape of the operator's pod: the Hikyo instance's
-    label arrives as `instance` (honorLabels, no exported_instance), HikyoOperatorNoLeader is
-    quiet while the pod leads, and with no operator left it is pending for the page."""
+    """The chart's alert rules on a live scrape of the operator's pod, by a scrape config that
+    does not honour labels: the Hikyo instance arrives as `hikyo_instance` beside the pod's
+    `instance`, nothing is renamed `exported_*`, HikyoOperatorNoLeader is quiet while the pod
+    leads, and with no operator left it is pending for the page."""
     (pod,) = operator_pods(node)
-    prometheus.scrape(f"{pod.status.pod_ip}:8080")
-    by_instance = (
-        'sum by (instance) (hikyo_operator_fetch_duration_seconds_count{instance="primary"})'
-    )
-    wait("the operator scraped, after a fetch", lambda: prometheus.query(by_instance), 120)
-    assert prometheus.query('count({exported_instance=~".+"})') == []
+    address = f"{pod.status.pod_ip}:8080"
+    prometheus.scrape(address)
+    fetches = 'hikyo_operator_fetch_duration_seconds_count{hikyo_instance="primary"}'
+    (fetched,) = wait("the operator scraped, after a fetch", lambda: prometheus.query(fetches), 120)
+    assert fetched["metric"]["instance"] == address
+    assert fetched["metric"]["job"] == "hikyo-operator"
+    renamed = 'count({exported_instance=~".+"}) or count({exported_job=~".+"})'
+    assert prometheus.query(renamed) == []
     assert prometheus.query("hikyo_operator_leader == 1")
     no_leader = _alert("HikyoOperatorNoLeader")
     assert prometheus.query(no_leader) == []

@@ -49,9 +49,12 @@ def answers(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def running_prometheus(directory: Path, rules: Path) -> Iterator[Prometheus]:
-    """Debian's Prometheus server scraping what ``Prometheus.scrape`` names every second, as
-    the chart's ServiceMonitor does by default (honor_labels), with ``rules`` loaded."""
+def running_prometheus(
+    directory: Path, rules: Path, honor_labels: bool = True
+) -> Iterator[Prometheus]:
+    """Debian's Prometheus server scraping what ``Prometheus.scrape`` names every second, with
+    ``rules`` loaded; ``honor_labels`` as the chart's ServiceMonitor's default, or False as a
+    hand-written scrape config's."""
     if not os.access(PROMETHEUS, os.X_OK):
         skip_or_fail(f"{PROMETHEUS} is missing (apt-get install prometheus)")
     directory.mkdir()
@@ -63,8 +66,7 @@ def running_prometheus(directory: Path, rules: Path) -> Iterator[Prometheus]:
         "scrape_configs": [
             {
                 "job_name": "hikyo-operator",
-                # the chart's ServiceMonitor default: the operator's own instance labels stay
-                "honor_labels": True,
+                "honor_labels": honor_labels,
                 "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
             }
         ],

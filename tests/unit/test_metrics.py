@@ -111,7 +111,7 @@ def test_a_delivery_counts_its_lifecycle_reason_result_time_and_fetch(m, registr
     assert value(
         registry, "controller_runtime_reconcile_time_seconds_sum", **ctrl
     ) == pytest.approx(0.3)
-    fetch = {"instance": "hikyo-main"}
+    fetch = {"hikyo_instance": "hikyo-main"}
     assert value(registry, "hikyo_operator_fetch_duration_seconds_count", **fetch) == 1
     assert value(registry, "hikyo_operator_fetch_duration_seconds_sum", **fetch) == pytest.approx(
         0.2
@@ -150,13 +150,14 @@ def test_a_run_that_waited_is_counted_per_instance_and_reason(m, registry, reaso
     )
     m.record_run(run_result("Current", instance="inst-a"), Requeue.RESYNC, 0.01, "u2")
     assert (
-        value(registry, "hikyo_operator_fetch_waits_total", instance="inst-a", reason=reason) == 1
+        value(registry, "hikyo_operator_fetch_waits_total", hikyo_instance="inst-a", reason=reason)
+        == 1
     )
     for other in {"InstancePaused", "InstanceUnresponsive", "CredentialUnanswered", "Current"} - {
         reason
     }:
         assert value(
-            registry, "hikyo_operator_fetch_waits_total", instance="inst-a", reason=other
+            registry, "hikyo_operator_fetch_waits_total", hikyo_instance="inst-a", reason=other
         ) in (0, None)
 
 
@@ -169,9 +170,14 @@ def test_a_429_is_counted_per_instance_and_a_run_without_a_fetch_observes_no_dur
         "u1",
     )  # fmt: skip
     m.record_run(run_result("Current"), Requeue.RESYNC, 0.1, "u2")  # R14-stopped, no fetch
-    assert value(registry, "hikyo_operator_fetch_429_total", instance="inst-a") == 1
-    assert value(registry, "hikyo_operator_fetch_duration_seconds_count", instance="inst-a") == 1
-    assert value(registry, "hikyo_operator_fetch_duration_seconds_count", instance="unknown") == 0
+    assert value(registry, "hikyo_operator_fetch_429_total", hikyo_instance="inst-a") == 1
+    assert (
+        value(registry, "hikyo_operator_fetch_duration_seconds_count", hikyo_instance="inst-a") == 1
+    )
+    assert (
+        value(registry, "hikyo_operator_fetch_duration_seconds_count", hikyo_instance="unknown")
+        == 0
+    )
 
 
 def test_a_quiet_stop_keeps_the_lifecycle_unchanged_and_a_failed_run_is_an_error(m, registry):
@@ -198,7 +204,10 @@ def test_labels_that_do_not_look_like_names_are_bucketed(m, registry):
         "u",
     )  # fmt: skip
     assert value(registry, "hikyo_operator_reconcile_total", lifecycle="Other", reason="Other") == 1
-    assert value(registry, "hikyo_operator_fetch_duration_seconds_count", instance="invalid") == 1
+    assert (
+        value(registry, "hikyo_operator_fetch_duration_seconds_count", hikyo_instance="invalid")
+        == 1
+    )
     assert value(registry, "hikyo_operator_namespace_forbidden", namespace="invalid") == 0
     assert CANARY not in generate_latest(registry).decode()
 
@@ -489,7 +498,9 @@ def test_prefork_children_are_summed_by_the_main_process(tmp_path):
         == 3
     )
     assert samples[("controller_runtime_reconcile_total", (*ctrl, ("result", "success")))] == 3
-    assert samples[("hikyo_operator_fetch_duration_seconds_count", (("instance", "inst"),))] == 3
+    assert (
+        samples[("hikyo_operator_fetch_duration_seconds_count", (("hikyo_instance", "inst"),))] == 3
+    )
     assert samples.get(("controller_runtime_active_workers", ctrl), 0) == 0  # exited children
     assert "CANARYMSG" not in done.stdout
 
