@@ -21,6 +21,7 @@ from localcluster.binaries import locate_coredns, locate_node_binaries
 from localcluster.node import NodeFailed
 from localcluster.node_cluster import NodeCluster, node_images
 from localcluster.node_layout import NODE_IP
+from tests.support.clocks import ShiftedClock
 from tests.support.helm import CHART, Helm, helm, seed_values
 from tests.support.waiting import wait_for
 from tests.support.world import canary
@@ -40,6 +41,7 @@ class Node:
     api: client.ApiClient
     devserver: DevServer
     tmp: Path
+    clock: ShiftedClock  # the devserver's
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -96,9 +98,10 @@ def running_node(tmp: Path) -> Iterator[Node]:
         skip_or_fail(f"the node could not start: {error}")
         raise
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    devserver = DevServer(host=NODE_IP).start()  # where the node's pods reach it
+    clock = ShiftedClock()  # the Hikyo server's clock, which a test may set apart
+    devserver = DevServer(host=NODE_IP, clock=clock.now).start()  # where the pods reach it
     try:
-        yield Node(cluster, api, devserver, tmp)
+        yield Node(cluster, api, devserver, tmp, clock)
     finally:
         devserver.stop()
         api.close()
@@ -247,9 +250,9 @@ def available(node: Node, app: str) -> bool:
     return (status.available_replicas or 0) == (status.replicas or 0) > 0
 
 
-def force_sync(node: Node, value: str) -> None:
+def force_sync(node: Node, value: str, name: str = "app") -> None:
     node.custom.patch_namespaced_custom_object(
-        "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", "app",
+        "hikyo.dev", "v1alpha1", APPS, "hikyosecrets", name,
         {"metadata": {"annotations": {"hikyo.dev/force-sync": value}}},
     )  # fmt: skip
 
