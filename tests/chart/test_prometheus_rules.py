@@ -53,6 +53,18 @@ def test_every_alert_is_tested_firing_and_silent():
     assert alerts == firing == silent
 
 
+LIVE_TEST = CHART.parents[1] / "tests" / "integration" / "test_real_node_scaled.py"
+
+
+def test_the_live_test_fires_and_clears_every_alert():
+    """The real node's live scrape (marker node) has a case for each alert of the chart: a
+    new alert needs a cause there too."""
+    source = LIVE_TEST.read_text()
+    fired = set(re.findall(r'fires\("(\w+)"', source))
+    cleared = set(re.findall(r'clears\("(\w+)"', source))
+    assert {rule["alert"] for rule in _rules()} == fired == cleared
+
+
 RUNBOOKS = CHART.parents[1] / "docs" / "alerts.md"
 RUNBOOK_URL = "https://github.com/hikyo-org/hikyo-operator/blob/main/docs/alerts.md"
 

@@ -53,6 +53,8 @@ pytestmark = pytest.mark.node
 
 EXTRA_CRS = 5  # beside `app`: CRs whose Secret no workload reads
 BUILDAH_TIMEOUT_SECONDS = 600
+BUG = Path(__file__).parents[1] / "support" / "buggy_build" / "hikyo_test_bug.py"
+SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages"  # the image's (Containerfile)
 # Created while no worker runs, over QUEUE_GROWTH_SECONDS: more than the keys the leaders may
 # hand out to no worker at all (SPARE_MIN), so the rest stay due in the queue.
 QUEUED_CRS = SPARE_MIN + 16
@@ -125,8 +127,12 @@ def test_the_scaled_release_runs_its_leaders_worker_and_redis_on_the_node(scaled
     assert [name for name in leaders if holder.startswith(name)], (holder, leaders)
 
 
-def _variant(node: Node, archive: Path) -> tuple[Path, str]:
-    """The operator image again under a new digest (one label more), as a release would be."""
+def _variant(node: Node, tag: str, bug: bool = False) -> str:
+    """The operator image again under a new digest (one label more), as a release would be,
+    imported into the node as OPERATOR_IMAGE@digest; ``bug``: with a bug in it
+    (tests/support/buggy_build). Its digest."""
+    (archive, _) = next(paths for image, paths in node_images().items()
+                        if image.startswith(OPERATOR_IMAGE))  # fmt: skip
     storage = node.tmp / "buildah"
     bah = ["buildah", "--storage-driver", "vfs", "--root", str(storage / "root"),
            "--runroot", str(storage / "run")]  # fmt: skip
@@ -139,12 +145,20 @@ def _variant(node: Node, archive: Path) -> tuple[Path, str]:
         return done.stdout.strip()
 
     container = run("from", "--quiet", f"oci-archive:{archive}")
-    run("config", "--label", "dev.hikyo.test/variant=2", container)
-    run("commit", "--quiet", "--rm", container, "localhost/hikyo-operator-variant:2")
-    out = node.tmp / "operator-variant.oci.tar"
-    run("push", "--quiet", "--digestfile", f"{out}.digest", "localhost/hikyo-operator-variant:2",
-        f"oci-archive:{out}:{OPERATOR_IMAGE}:variant")  # fmt: skip
-    return out, Path(f"{out}.digest").read_text().strip()
+    run("config", "--label", f"dev.hikyo.test/variant={tag}", container)
+    if bug:  # site runs a .pth file's import line at every start of python
+        pth = node.tmp / "hikyo-test-bug.pth"
+        pth.write_text(f"import {BUG.stem}\n")
+        for part in (BUG, pth):
+            run("copy", "--chmod", "0644", container, str(part), f"{SITE_PACKAGES}/{part.name}")
+    local = f"localhost/hikyo-operator-variant:{tag}"
+    run("commit", "--quiet", "--rm", container, local)
+    out = node.tmp / f"operator-{tag}.oci.tar"
+    run("push", "--quiet", "--digestfile", f"{out}.digest", local,
+        f"oci-archive:{out}:{OPERATOR_IMAGE}:{tag}")  # fmt: skip
+    digest = Path(f"{out}.digest").read_text().strip()
+    import_image(node.cluster.node_paths, out, f"{OPERATOR_IMAGE}:{tag}", digest)
+    return digest
 
 
 def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -> None:
@@ -157,11 +171,7 @@ def test_a_rolling_update_hands_the_lease_over_and_leaves_no_cr_behind(scaled) -
     wait("app prints the first value", lambda: rolled_out(node, "app", f"env {first}"), 240)
     for name in extras:
         wait(f"{name} delivered", lambda name=name: delivered(node, f"{name}-env") == first, 120)
-    (operator_archive, _) = next(
-        paths for image, paths in node_images().items() if image.startswith(OPERATOR_IMAGE)
-    )
-    variant, digest = _variant(node, operator_archive)
-    import_image(node.cluster.node_paths, variant, f"{OPERATOR_IMAGE}:variant", digest)
+    digest = _variant(node, "variant")
     before = lease(node)
 
     node.publish(second)  # changes arriving while the leaders roll
@@ -291,12 +301,34 @@ def test_with_two_shards_every_leader_and_worker_pod_is_a_peer_of_redis(scaled) 
         assert [s for s in admitted if _selects(s, pod)], pod.metadata.name
 
 
+def _worker_image(node: Node, image: str | None = None) -> str:
+    """The worker Deployment's image; set to ``image`` when given."""
+    name = f"{RELEASE}-hikyo-operator-worker"
+    (container,) = node.apps.read_namespaced_deployment(
+        name, NAMESPACE
+    ).spec.template.spec.containers
+    if image is not None:
+        patch = {
+            "spec": {
+                "template": {"spec": {"containers": [{"name": container.name, "image": image}]}}
+            }
+        }
+        node.apps.patch_namespaced_deployment(name, NAMESPACE, patch)
+    return image or container.image
+
+
+def _runs(node: Node, component: str, image: str) -> bool:
+    """Every pod of ``component`` is Ready and runs ``image``."""
+    pods = _components(node).get(component, [])
+    return bool(pods) and all(_ready(p) and p.spec.containers[0].image == image for p in pods)
+
+
 def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
     """The chart's rules (tests/support/prometheus.rules_at_test_speed) on a live scrape of both
     shards' leaders and the worker, as the ServiceMonitor's default sees them: quiet while all
-    is well; then each cause fires its alert with its labels (the Hikyo instance, the shard),
-    and each clears once fixed. Every alert but HikyoOperatorReconcilePanics, which needs a bug
-    (promtool tests it, tests/chart/promtool/alerts_test.yaml)."""
+    is well; then each alert of the chart fires from its cause, with its labels (the Hikyo
+    instance, the shard), and clears once the cause is fixed. The panic is a worker built
+    with a bug (tests/support/buggy_build), then the worker as released."""
     node, _ = scaled
     _two_shards(node)
 
@@ -371,6 +403,25 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         assert labels["severity"] == "warning"
         node.devserver.clear_fault(token)
         clears("HikyoOperatorReconcileErrors")
+
+        # a worker built with a bug (tests/support/buggy_build): each run of `panics` raises
+        fixed = _worker_image(node)
+        buggy = f"{OPERATOR_IMAGE}@{_variant(node, 'buggy', bug=True)}"
+        _worker_image(node, buggy)
+        wait("the buggy worker Ready", lambda: _runs(node, "hikyo-operator-worker", buggy), 150)
+        scrape_release()
+        node.custom.create_namespaced_custom_object(
+            *crs, _hikyo_secret("panics", "hikyo-credential")
+        )
+        (labels,) = fires("HikyoOperatorReconcilePanics")
+        assert labels["severity"] == "warning"
+        (pod,) = _components(node)["hikyo-operator-worker"]
+        assert "failed unexpectedly" in node.logs(NAMESPACE, pod.metadata.name)
+        _worker_image(node, fixed)  # the fix
+        wait("the fixed worker Ready", lambda: _runs(node, "hikyo-operator-worker", fixed), 150)
+        scrape_release()
+        clears("HikyoOperatorReconcilePanics")
+        wait("panics delivered", lambda: delivered(node, "panics-env"), 120)
 
         # no worker: the keys of new HikyoSecrets pile up in the queue
         _scale(node, "hikyo-operator-worker", 0)
