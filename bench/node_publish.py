@@ -52,7 +52,7 @@ def measure(publishes: int, via: str) -> list[tuple[float, float]]:
     """(seconds to the first new pod serving the value, seconds to the rollout done) a round."""
     found = []
     with tempfile.TemporaryDirectory(prefix="hikyo-node-bench-") as tmp, running_node(
-        Path(tmp)
+        Path(tmp), kubelet_sync=None  # the kubelet's default, as in a user's cluster
     ) as node:  # fmt: skip
         installed = install_embedded(node)
         if installed.returncode != 0:

@@ -181,9 +181,17 @@ def corefile(kubeconfig: Path, health_port: int) -> str:
 
 
 def kubelet_config(
-    paths: NodePaths, pki: Pki, port: int, healthz_port: int, cluster_dns: bool = False
+    paths: NodePaths,
+    pki: Pki,
+    port: int,
+    healthz_port: int,
+    cluster_dns: bool = False,
+    sync_frequency: str | None = None,
 ) -> dict:
-    return {
+    """``sync_frequency``: how often the kubelet syncs each pod (and so refreshes its mounted
+    Secrets); None leaves the kubelet's default, a minute."""
+    sync = {"syncFrequency": sync_frequency} if sync_frequency else {}
+    return sync | {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         # cgroup v1 here: a 1.35+ kubelet starts on it only when told to (KEP-5573).
@@ -360,7 +368,11 @@ def _remove_cgroup_tree(top: Path) -> None:
 
 
 def write_node_files(
-    paths: NodePaths, pki: Pki, ports: dict[str, int], cluster_dns: bool = False
+    paths: NodePaths,
+    pki: Pki,
+    ports: dict[str, int],
+    cluster_dns: bool = False,
+    sync_frequency: str | None = None,
 ) -> dict[str, Path]:
     """The configuration files of containerd, the CNI plugin and the kubelet."""
     for directory in (paths.root, paths.cni_conf_dir, paths.kubelet_dir):
@@ -372,7 +384,9 @@ def write_node_files(
     }
     files["containerd"].write_text(containerd_config(paths, ports["containerd"]))
     files["cni"].write_text(json.dumps(cni_config(paths), indent=2))
-    config = kubelet_config(paths, pki, ports["kubelet"], ports["kubelet-healthz"], cluster_dns)
+    config = kubelet_config(
+        paths, pki, ports["kubelet"], ports["kubelet-healthz"], cluster_dns, sync_frequency
+    )
     files["kubelet"].write_text(yaml.safe_dump(config, sort_keys=False))
     return files
 

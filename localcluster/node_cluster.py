@@ -63,11 +63,14 @@ class NodeCluster(LocalControlPlane):
         images: dict[str, tuple[Path, str | None]],
         apiserver_port: int | None = None,
         coredns: Path | None = None,
+        kubelet_sync: str | None = None,
     ) -> None:
         """``images``: name → (OCI archive, the digest a chart pins it by, or None);
-        ``coredns``: the cluster DNS the pods get (none without it)."""
+        ``coredns``: the cluster DNS the pods get (none without it); ``kubelet_sync``: the
+        kubelet's syncFrequency (None: its default)."""
         super().__init__(binaries, state_dir, apiserver_port)
         self.coredns = coredns
+        self.kubelet_sync = kubelet_sync
         self.node_binaries = node_binaries
         self.node_paths = NodePaths(self.state_dir / "node")
         self.images = images
@@ -100,7 +103,9 @@ class NodeCluster(LocalControlPlane):
         assert self.pki is not None
         names = ("containerd", "kubelet", "kubelet-healthz", "coredns-health")
         ports = {name: free_port() for name in names}
-        files = write_node_files(self.node_paths, self.pki, ports, self.coredns is not None)
+        files = write_node_files(
+            self.node_paths, self.pki, ports, self.coredns is not None, self.kubelet_sync
+        )
         containerd = Component(
             "containerd",
             [CONTAINERD, "--config", str(files["containerd"])],

@@ -30,6 +30,9 @@ SECONDS_TABLE = REPO / "tests" / "lane_seconds.json"
 SWEEP = "tests/integration/test_zz_canary_sweep.py"
 SERVICE_FREE = ["tests/unit", "tests/queue", "tests/chart", "tests/tooling", "tests/bench",
                 "tests/devserver"]  # fmt: skip
+# The one long service-free file (the mutants' run, ~3 min of two jobs): balanced with the
+# integration files instead of lengthening lane 0 by all of it.
+MUTANTS = "tests/tooling/test_mutants.py"
 DEFAULT_SECONDS = 30.0
 LANE_TIMEOUT_SECONDS = 3600  # a lane that hangs is stopped; pytest-timeout stops a test first
 SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|deselected)\b.* =+$")
@@ -62,8 +65,9 @@ def main(argv: list[str]) -> int:
     if not 1 <= options.lanes <= 8:
         parser.error("--lanes is between 1 and 8")
     seconds = json.loads(SECONDS_TABLE.read_text()) if SECONDS_TABLE.exists() else {}
-    lanes = [SERVICE_FREE] + [
-        [*files, SWEEP] for files in split(integration_files(), options.lanes, seconds) if files
+    balanced = split([*integration_files(), MUTANTS], options.lanes, seconds)
+    lanes = [[*SERVICE_FREE, f"--ignore={MUTANTS}"]] + [
+        [*files, SWEEP] for files in balanced if files
     ]
     out = REPO / "var" / "lanes"
     out.mkdir(parents=True, exist_ok=True)
@@ -100,12 +104,14 @@ def main(argv: list[str]) -> int:
 
 
 def file_seconds(reports: list[Path]) -> dict[str, float]:
-    """Seconds per integration test file, from the lanes' JUnit reports (setup included)."""
+    """Seconds per integration test file (and MUTANTS), from the lanes' JUnit reports (setup
+    included)."""
     totals: dict[str, float] = {}
+    mutants = MUTANTS.removesuffix(".py").split("/")
     for report in reports:
         for case in ElementTree.parse(report).iter("testcase"):
             module = (case.get("classname") or "").split(".")
-            if module[:2] != ["tests", "integration"]:
+            if module[:2] != ["tests", "integration"] and module[:3] != mutants:
                 continue
             path = "/".join(module[: next(
                 (i + 1 for i, part in enumerate(module) if part.startswith("test_")), len(module)
@@ -133,7 +139,7 @@ def _report(index: int, log: Path, code: int) -> None:
         end = next((i for i, r in enumerate(rows) if not r.strip() or r.startswith("=")), None)
         print("\n".join(rows[:end]))
     mutants = next((line for line in lines if line.startswith("mutants: ")), None)
-    if mutants is not None:  # lane 0: tests/tooling/test_mutants.py ran the mutants' table
+    if mutants is not None:  # the lane where MUTANTS ran the mutants' table
         print(mutants)
     summary = next((line for line in reversed(lines) if SUMMARY.match(line)), None)
     print(summary or (lines[-1] if lines else "(no output)"))

@@ -33,6 +33,9 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 APP_IMAGE = "localhost/hikyo-node-app:local"
 ORG, PROJECT, ENVIRONMENT = (f"{kind}_{uuid.uuid4()}" for kind in ("org", "proj", "env"))
 TOKEN = canary("nodetoken")
+# The tests' kubelet syncs pods every 10 s rather than every minute: a mounted Secret's new
+# content shows within seconds, and the lane does not wait out three minute-long syncs.
+TEST_KUBELET_SYNC = "10s"
 
 
 @dataclass
@@ -77,9 +80,10 @@ def skip_or_fail(why: str) -> None:
 
 
 @contextlib.contextmanager
-def running_node(tmp: Path) -> Iterator[Node]:
+def running_node(tmp: Path, kubelet_sync: str | None = TEST_KUBELET_SYNC) -> Iterator[Node]:
     """The node (with cluster DNS and every local image, the operator's from
-    HIKYO_IMAGE_ARCHIVE) and a devserver on the node's address, stopped at the end."""
+    HIKYO_IMAGE_ARCHIVE) and a devserver on the node's address, stopped at the end;
+    ``kubelet_sync``: the kubelet's syncFrequency (None: its default, a minute)."""
     if os.geteuid() != 0:
         skip_or_fail("a node runs containers and a bridge: run as root")
     archive = os.environ.get("HIKYO_IMAGE_ARCHIVE")
@@ -92,6 +96,7 @@ def running_node(tmp: Path) -> Iterator[Node]:
             tmp / "cluster",
             node_images(),
             coredns=locate_coredns(),
+            kubelet_sync=kubelet_sync,
         )
         cluster.start()
     except (BinariesUnavailable, NodeFailed) as error:

@@ -1,4 +1,4 @@
-"""The tooling tests' session summary: the mutants' line (tools/lanes.py prints it for lane 0)."""
+"""The tooling tests' session summary: the mutants' line (tools/lanes.py prints it for its lane)."""
 
 from __future__ import annotations
 

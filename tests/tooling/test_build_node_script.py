@@ -83,6 +83,9 @@ def test_the_kubelet_starts_on_cgroup_v1_with_the_cgroupfs_driver(tmp_path):
     assert config["cgroupDriver"] == "cgroupfs"
     assert config["authentication"]["anonymous"] == {"enabled": False}
     assert config["readOnlyPort"] == 0
+    assert "syncFrequency" not in config  # the kubelet's default unless asked
+    faster = kubelet_config(NodePaths(tmp_path), pki, 10250, 10248, sync_frequency="10s")  # type: ignore[arg-type]
+    assert faster["syncFrequency"] == "10s"
 
 
 def test_only_rules_that_jump_to_the_kubelets_chains_are_removed_from_others():

@@ -1,8 +1,8 @@
 """The curated mutants (tools/mutants.py, tools/mutants_table.py; issue 51 item 6): the table
 still matches the tree, a stale row is named on one line, and every mutant is killed by its
 named tests. The last test runs the whole table (2 jobs, each row only its own tests) and hands
-its summary line to this session's terminal summary (tests/tooling/conftest.py), so CI's
-service-free lane prints it."""
+its summary line to this session's terminal summary (tests/tooling/conftest.py), so the CI
+lane it runs in prints it."""
 
 from __future__ import annotations
 
