@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +25,12 @@ from localcluster.node_cluster import OPERATOR_IMAGE, REDIS_IMAGE, archive_diges
 from localcluster.node_layout import BRIDGE, NODE_IP, POD_SUBNET
 from tests.support.helm import CHART, helm, seed_values
 from tests.support.processes import PostgresServer, locate_postgres
-from tests.support.prometheus import firing, rules_at_test_speed, running_prometheus
+from tests.support.prometheus import (
+    firing,
+    rules_at_test_speed,
+    running_prometheus,
+    service_monitor,
+)
 from tests.support.real_node import (
     APPS,
     ENVIRONMENT,
@@ -44,6 +49,7 @@ from tests.support.real_node import (
     namespace,
     rolled_out,
     running_node,
+    selects,
     wait,
 )
 from tests.support.world import canary
@@ -58,7 +64,7 @@ SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages"  # the image's (Contai
 # Created while no worker runs, over QUEUE_GROWTH_SECONDS: more than the keys the leaders may
 # hand out to no worker at all (SPARE_MIN), so the rest stay due in the queue.
 QUEUED_CRS = SPARE_MIN + 16
-QUEUE_GROWTH_SECONDS = 24  # 12 steps of the test-speed rule's 2 s subquery
+QUEUE_GROWTH_SECONDS = 12  # 12 steps of the test-speed rule's 1 s subquery
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +263,7 @@ def _credential(node: Node, name: str, token: str) -> None:
     )
 
 
-SCRAPED = ("hikyo-operator", "hikyo-operator-shard-1", "hikyo-operator-worker")
+REDIS_CLIENTS = ("hikyo-operator", "hikyo-operator-shard-1", "hikyo-operator-worker")
 
 
 def _two_shards(node: Node) -> None:
@@ -273,12 +279,6 @@ def _two_shards(node: Node) -> None:
     assert upgraded.returncode == 0, upgraded.stderr[-2000:]
 
 
-def _selects(selector: dict, pod: client.V1Pod) -> bool:
-    assert set(selector) <= {"matchLabels"}, selector  # what the chart's policies use
-    labels = pod.metadata.labels or {}
-    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
-
-
 def test_with_two_shards_every_leader_and_worker_pod_is_a_peer_of_redis(scaled) -> None:
     """The NetworkPolicies as the apiserver holds them, read against the running pods: each
     shard leader's and the worker's pods are selected by exactly one policy, whose egress names
@@ -289,16 +289,16 @@ def test_with_two_shards_every_leader_and_worker_pod_is_a_peer_of_redis(scaled) 
     as_dicts = [node.api.sanitize_for_serialization(p)["spec"] for p in policies]
     components = _components(node)
     (redis,) = components["redis"]
-    (redis_policy,) = [p for p in as_dicts if _selects(p["podSelector"], redis)]
+    (redis_policy,) = [p for p in as_dicts if selects(p["podSelector"], redis.metadata.labels)]
     admitted = [peer["podSelector"] for peer in redis_policy["ingress"][0]["from"]]
-    clients = [pod for name in SCRAPED for pod in components.get(name, [])]
+    clients = [pod for name in REDIS_CLIENTS for pod in components.get(name, [])]
     assert len(clients) == 5  # two pods per shard, one worker
     for pod in clients:
-        (own,) = [p for p in as_dicts if _selects(p["podSelector"], pod)]
+        (own,) = [p for p in as_dicts if selects(p["podSelector"], pod.metadata.labels)]
         to_redis = [peer["podSelector"] for rule in own["egress"] for peer in rule.get("to", [])
                     if "podSelector" in peer]  # fmt: skip
-        assert [s for s in to_redis if _selects(s, redis)], pod.metadata.name
-        assert [s for s in admitted if _selects(s, pod)], pod.metadata.name
+        assert [s for s in to_redis if selects(s, redis.metadata.labels)], pod.metadata.name
+        assert [s for s in admitted if selects(s, pod.metadata.labels)], pod.metadata.name
 
 
 def _worker_image(node: Node, image: str | None = None) -> str:
@@ -332,32 +332,45 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
     node, _ = scaled
     _two_shards(node)
 
-    def scrape_release() -> None:
-        pods = [p for name in SCRAPED for p in _components(node).get(name, [])]
-        prometheus.scrape(*[f"{p.status.pod_ip}:8080" for p in pods if p.status.pod_ip])
+    # What the chart's ServiceMonitor names (rendered: the node has no prometheus-operator),
+    # its endpoints found again before each look, as prometheus-operator keeps them current.
+    monitor = service_monitor(node.tmp, node.cluster.kubeconfig, RELEASE, NAMESPACE)
+    (endpoint,) = monitor["spec"]["endpoints"]
+
+    def now(check: Callable[[], object]) -> Callable[[], object]:
+        def look() -> object:
+            prometheus.scrape_as(monitor, node.api)
+            return check()
+
+        return look
 
     def fires(alert: str, timeout: float = 120) -> list[dict[str, str]]:
-        labels = wait(alert, lambda: firing(prometheus, alert), timeout)
+        labels = wait(alert, now(lambda: firing(prometheus, alert)), timeout)
         assert isinstance(labels, list)
         return labels
 
     def clears(alert: str, timeout: float = 120) -> None:
-        wait(f"{alert} cleared", lambda: not firing(prometheus, alert), timeout)
+        wait(f"{alert} cleared", now(lambda: not firing(prometheus, alert)), timeout)
 
     def ready(component: str) -> list[client.V1Pod]:
         return [p for p in _components(node).get(component, []) if _ready(p)]
 
     directory = node.tmp / "prometheus-scaled"
     directory.mkdir()
-    with running_prometheus(directory / "server", rules_at_test_speed(directory)) as prometheus:
-        scrape_release()
+    rules = rules_at_test_speed(directory)
+    honor = endpoint["honorLabels"]
+    with running_prometheus(directory / "server", rules, honor_labels=honor) as prometheus:
+        # the three metrics Services: shard 0's leaders, shard 1's, the workers
+        services = "count by (service) (up == 1)"
+        wait("every Service scraped", now(lambda: len(prometheus.query(services)) == 3), 90)
         two_leaders = "sum(hikyo_operator_leader) == 2"  # one per shard
-        wait("both shards' leaders scraped", lambda: prometheus.query(two_leaders), 90)
-        wait("the worker's slots", lambda: prometheus.query("hikyo_operator_worker_slots > 0"), 60)
+        wait("both shards' leaders", now(lambda: prometheus.query(two_leaders)), 90)
+        slots = "hikyo_operator_worker_slots > 0"
+        wait("the worker's slots", now(lambda: prometheus.query(slots)), 60)
         # Rules evaluated before the first scrape saw nothing (absent: NoLeader); the first
         # evaluation after it is quiet.
         quiet = 'ALERTS{alertstate="firing"}'
-        wait("no alert firing", lambda: prometheus.query(quiet) == [], 60)
+        wait("no alert firing", now(lambda: prometheus.query(quiet) == []), 60)
 
         # a HikyoSecret whose credential does not exist cannot be delivered
         crs = ("hikyo.dev", "v1alpha1", APPS, "hikyosecrets")
@@ -409,7 +422,6 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         buggy = f"{OPERATOR_IMAGE}@{_variant(node, 'buggy', bug=True)}"
         _worker_image(node, buggy)
         wait("the buggy worker Ready", lambda: _runs(node, "hikyo-operator-worker", buggy), 150)
-        scrape_release()
         node.custom.create_namespaced_custom_object(
             *crs, _hikyo_secret("panics", "hikyo-credential")
         )
@@ -419,7 +431,6 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         assert "failed unexpectedly" in node.logs(NAMESPACE, pod.metadata.name)
         _worker_image(node, fixed)  # the fix
         wait("the fixed worker Ready", lambda: _runs(node, "hikyo-operator-worker", fixed), 150)
-        scrape_release()
         clears("HikyoOperatorReconcilePanics")
         wait("panics delivered", lambda: delivered(node, "panics-env"), 120)
 
@@ -436,7 +447,6 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         fires("HikyoOperatorQueueGrowing")
         _scale(node, "hikyo-operator-worker", 1)
         wait("a worker Ready", lambda: ready("hikyo-operator-worker"), 120)
-        scrape_release()
         clears("HikyoOperatorNoWorkers", 150)
         clears("HikyoOperatorQueueGrowing", 150)
         for name in piling:
@@ -445,12 +455,10 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         # shard 1 without a leader: its alert names the shard, shard 0 is not named
         _scale(node, "hikyo-operator-shard-1", 0)
         wait("no shard-1 pod", lambda: not _components(node).get("hikyo-operator-shard-1"), 150)
-        scrape_release()
         (labels,) = fires("HikyoOperatorNoLeader", 60)
         assert (labels["shard"], labels["severity"]) == ("1", "critical"), labels
         _scale(node, "hikyo-operator-shard-1", 2)
         wait("shard 1 leads again", lambda: ready("hikyo-operator-shard-1"), 150)
-        scrape_release()
         clears("HikyoOperatorNoLeader")
 
 

@@ -12,12 +12,14 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
+from kubernetes import client
 
-from tests.support.helm import CHART
+from tests.support.helm import CHART, helm
 from tests.support.processes import Service, free_port
-from tests.support.real_node import skip_or_fail, wait
+from tests.support.real_node import selects, skip_or_fail, wait
 
 PROMETHEUS = "/usr/bin/prometheus"  # Debian's prometheus package (tools/install-promtool.sh)
 ALERTS = CHART / "files" / "alerts.yaml"
@@ -29,9 +31,15 @@ class Prometheus:
     targets: Path
 
     def scrape(self, *addresses: str) -> None:
-        """File service discovery: what the chart's ServiceMonitor would find, by pod IP."""
+        """File service discovery: these pod addresses, as a hand-written scrape config."""
         found = [{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}]
         self.targets.write_text(json.dumps(found))
+
+    def scrape_as(self, monitor: dict[str, Any], api: client.ApiClient) -> None:
+        """File service discovery: what prometheus-operator finds for ``monitor`` (a rendered
+        ServiceMonitor) now: the ready endpoints of each Service it selects, on its endpoint's
+        port and path, labelled as prometheus-operator labels them."""
+        self.targets.write_text(json.dumps(monitor_targets(monitor, api)))
 
     def query(self, expr: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
@@ -39,6 +47,61 @@ class Prometheus:
             found = json.load(answer)
         assert found["status"] == "success", found
         return found["data"]["result"]
+
+
+def service_monitor(node_tmp: Path, kubeconfig: Path, release: str, namespace: str) -> dict:
+    """The chart's ServiceMonitor for ``release`` as installed (its values, the monitor on).
+    The node has no prometheus-operator, so it is rendered, not installed."""
+    values = helm("get", "values", release, "--namespace", namespace, "--all", "--output",
+                  "yaml", kubeconfig=kubeconfig)  # fmt: skip
+    assert values.returncode == 0, values.stderr
+    path = node_tmp / f"{release}-values.yaml"
+    path.write_text(values.stdout)
+    rendered = helm(
+        "template", release, str(CHART), "--namespace", namespace, "--values", str(path),
+        "--set", "operator.metrics.serviceMonitor.enabled=true",
+        "--show-only", "templates/servicemonitor.yaml",
+    )  # fmt: skip
+    (monitor,) = rendered.manifests()
+    return monitor
+
+
+def monitor_targets(monitor: dict[str, Any], api: client.ApiClient) -> list[dict[str, Any]]:
+    """File-SD groups for ``monitor``'s endpoints: per selected Service, its EndpointSlices'
+    ready addresses on the endpoint's named port; job = the Service's name, with its namespace,
+    pod and endpoint, as prometheus-operator's relabelling sets them."""
+    spec = monitor["spec"]
+    namespaces = spec.get("namespaceSelector", {}).get(
+        "matchNames", [monitor["metadata"]["namespace"]]
+    )
+    core, discovery = client.CoreV1Api(api), client.DiscoveryV1Api(api)
+    groups = []
+    for namespace in namespaces:
+        for service in core.list_namespaced_service(namespace).items:
+            if not selects(spec["selector"], service.metadata.labels):
+                continue
+            slices = discovery.list_namespaced_endpoint_slice(
+                namespace, label_selector=f"kubernetes.io/service-name={service.metadata.name}"
+            ).items
+            for endpoint in spec["endpoints"]:
+                for piece in slices:
+                    ports = [p.port for p in piece.ports or [] if p.name == endpoint["port"]]
+                    for found in piece.endpoints or []:
+                        if not ports or not (found.conditions and found.conditions.ready):
+                            continue
+                        pod = found.target_ref.name if found.target_ref else ""
+                        groups.append({
+                            "targets": [f"{a}:{ports[0]}" for a in found.addresses],
+                            "labels": {
+                                "__metrics_path__": endpoint.get("path", "/metrics"),
+                                "job": service.metadata.name,
+                                "namespace": namespace,
+                                "service": service.metadata.name,
+                                "pod": pod,
+                                "endpoint": endpoint["port"],
+                            },
+                        })  # fmt: skip
+    return groups
 
 
 def answers(url: str) -> bool:
@@ -89,7 +152,7 @@ def running_prometheus(
         server.stop()
 
 
-SPEED_UP = 30  # a minute of the chart's windows is 2 s of the test's
+SPEED_UP = 60  # a minute of the chart's windows is a second (one scrape) of the test's
 _DURATION = re.compile(r"(\d+)([smh])")
 _WINDOWS = re.compile(r"\[[^\]]+\]|offset\s+\d+[smh]")
 

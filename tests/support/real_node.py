@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
@@ -71,6 +72,12 @@ class Node:
     def pods(self, namespace: str, app: str) -> list[client.V1Pod]:
         found = self.core.list_namespaced_pod(namespace, label_selector=f"app={app}")
         return [p for p in found.items if p.metadata.deletion_timestamp is None]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str] | None) -> bool:
+    """Whether a label selector of the chart's (matchLabels only) selects ``labels``."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return all((labels or {}).get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
 def skip_or_fail(why: str) -> None:
