@@ -318,9 +318,15 @@ def _worker_image(node: Node, image: str | None = None) -> str:
 
 
 def _runs(node: Node, component: str, image: str) -> bool:
-    """Every pod of ``component`` is Ready and runs ``image``."""
-    pods = _components(node).get(component, [])
-    return bool(pods) and all(_ready(p) and p.spec.containers[0].image == image for p in pods)
+    """``component``'s pods all run ``image`` and are Ready, and none other is left, not even
+    one still terminating (a terminating worker still takes tasks in its grace period)."""
+    pods = node.core.list_namespaced_pod(
+        NAMESPACE, label_selector=f"app.kubernetes.io/component={component}"
+    ).items
+    return bool(pods) and all(
+        p.metadata.deletion_timestamp is None and _ready(p) and p.spec.containers[0].image == image
+        for p in pods
+    )
 
 
 def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:

@@ -32,14 +32,22 @@ class Prometheus:
 
     def scrape(self, *addresses: str) -> None:
         """File service discovery: these pod addresses, as a hand-written scrape config."""
-        found = [{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}]
-        self.targets.write_text(json.dumps(found))
+        self._discovered([{"targets": list(addresses), "labels": {"job": "hikyo-operator"}}])
 
     def scrape_as(self, monitor: dict[str, Any], api: client.ApiClient) -> None:
         """File service discovery: what prometheus-operator finds for ``monitor`` (a rendered
         ServiceMonitor) now: the ready endpoints of each Service it selects, on its endpoint's
         port and path, labelled as prometheus-operator labels them."""
-        self.targets.write_text(json.dumps(monitor_targets(monitor, api)))
+        self._discovered(monitor_targets(monitor, api))
+
+    def _discovered(self, groups: list[dict[str, Any]]) -> None:
+        """The targets file, replaced whole (Prometheus must never read half of it) and only
+        when it changes (each write makes it read the file again)."""
+        text = json.dumps(groups, sort_keys=True)
+        if self.targets.read_text() != text:
+            partial = self.targets.with_suffix(".partial")
+            partial.write_text(text)
+            partial.replace(self.targets)
 
     def query(self, expr: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
