@@ -10,6 +10,7 @@ Opt-in (``pytest -m node``) like tests/integration/test_real_node.py, with the s
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -337,6 +338,8 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
     with a bug (tests/support/buggy_build), then the worker as released."""
     node, _ = scaled
     _two_shards(node)
+    value = canary("alertvalue")  # what every delivery below carries
+    node.publish(value)
 
     # What the chart's ServiceMonitor names (rendered: the node has no prometheus-operator),
     # its endpoints found again before each look, as prometheus-operator keeps them current.
@@ -434,7 +437,8 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         (labels,) = fires("HikyoOperatorReconcilePanics")
         assert labels["severity"] == "warning"
         (pod,) = _components(node)["hikyo-operator-worker"]
-        assert "failed unexpectedly" in node.logs(NAMESPACE, pod.metadata.name)
+        buggy_log = node.logs(NAMESPACE, pod.metadata.name)  # gone with its pod at the fix
+        assert "failed unexpectedly" in buggy_log
         _worker_image(node, fixed)  # the fix
         wait("the fixed worker Ready", lambda: _runs(node, "hikyo-operator-worker", fixed), 150)
         clears("HikyoOperatorReconcilePanics")
@@ -455,8 +459,9 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         wait("a worker Ready", lambda: ready("hikyo-operator-worker"), 120)
         clears("HikyoOperatorNoWorkers", 150)
         clears("HikyoOperatorQueueGrowing", 150)
-        for name in piling:
-            wait(f"{name} delivered", lambda name=name: delivered(node, f"{name}-env"), 120)
+        for name in piling:  # each carries the canary value the checks below look for
+            wait(f"{name} delivered",
+                 lambda name=name: delivered(node, f"{name}-env") == value, 120)  # fmt: skip
 
         # shard 1 without a leader: its alert names the shard, shard 0 is not named
         _scale(node, "hikyo-operator-shard-1", 0)
@@ -466,6 +471,15 @@ def test_every_alert_fires_and_clears_on_a_live_scrape(scaled) -> None:
         _scale(node, "hikyo-operator-shard-1", 2)
         wait("shard 1 leads again", lambda: ready("hikyo-operator-shard-1"), 150)
         clears("HikyoOperatorNoLeader")
+
+        # No value or token in any series Prometheus holds, nor in the release's logs (the
+        # buggy worker's traceback included).
+        series = json.dumps(prometheus.query('{__name__=~".+"}'))
+        logs = buggy_log + "".join(
+            node.logs(NAMESPACE, p.metadata.name) for ps in _components(node).values() for p in ps
+        )
+        assert '"hikyo_operator_leader"' in series and "failed unexpectedly" in logs
+        assert not [s for s in (value, token, TOKEN) if s in series or s in logs]
 
 
 def _host_leftovers(node: Node) -> list[str]:
