@@ -153,8 +153,8 @@ def test_service_monitor_namespace_scrape_timeout_and_relabelings(tmp_path):
 
 
 def test_service_monitor_honours_the_metrics_labels_by_default(tmp_path):
-    """Issue 50: the metrics' `instance` (a HikyoInstance) and `namespace` would otherwise be
-    stored as exported_instance / exported_namespace, and the alerts would name pod addresses."""
+    """Issue 50: hikyo_operator_namespace_forbidden's `namespace` (the refused namespace) would
+    otherwise be stored as exported_namespace; both settings are the user's to change."""
     drop = [{"action": "drop", "sourceLabels": ["__name__"], "regex": "python_gc_.*"}]
     monitor = {"enabled": True}
     (endpoint,) = one(
