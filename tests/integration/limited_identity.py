@@ -8,6 +8,8 @@ from contextlib import contextmanager
 
 from kubernetes import client
 
+from tests.support.waiting import wait_for
+
 
 @contextmanager
 def without_secret_rights(
@@ -54,8 +56,23 @@ def without_secret_rights(
     configuration.api_key = {"authorization": f"Bearer {token}"}
     limited = client.ApiClient(configuration)
     try:
+        # The apiserver authorizes from its RBAC cache: a request made at once can be refused
+        # before the new binding reaches it (CI saw a 403 on the CR itself).
+        wait_for(lambda: _may_get_hikyosecrets(limited), 30, what="the new binding in effect")
         yield limited
     finally:
         limited.close()
         rbac.delete_cluster_role_binding(name)
         rbac.delete_cluster_role(name)
+
+
+def _may_get_hikyosecrets(limited: client.ApiClient) -> bool:
+    review = client.V1SelfSubjectAccessReview(
+        spec=client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(
+                group="hikyo.dev", resource="hikyosecrets", verb="get"
+            )
+        )
+    )
+    answer = client.AuthorizationV1Api(limited).create_self_subject_access_review(review)
+    return bool(answer.status.allowed)
