@@ -138,8 +138,11 @@ def copies(root: Path, count: int) -> Iterator[queue.Queue[Path]]:
 
 def _pytest(row: Mutant, copy: Path) -> tuple[int | None, str, float]:
     """The row's tests in ``copy``: pytest's exit code (None: the row's timeout passed)."""
+    # Without hypothesis' pytest plugin a start-up takes half the time (its imports); @given
+    # works without it, and the table's 51 rows each start pytest once.
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               f"--basetemp={copy / '.pytest-tmp'}", *row.tests]  # fmt: skip
+               "-p", "no:hypothesispytest", f"--basetemp={copy / '.pytest-tmp'}",
+               *row.tests]  # fmt: skip
     if row.select:
         command += ["-k", row.select]
     started = time.monotonic()
