@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from localcluster.node_layout import NODE_NAME
 from tests.support.helm import CHART, helm
@@ -188,7 +188,8 @@ def _terminating(node: Node, name: str, timeout: float) -> tuple[datetime, int |
 def test_a_deleted_leader_releases_its_lease_and_its_replacement_leads(node: Node) -> None:
     """kubectl delete pod: SIGTERM, the Lease is released and the process exits by itself
     (exit code 0, before terminationGracePeriodSeconds ends, when the kubelet would SIGKILL
-    it); the Deployment's new pod takes the Lease without waiting out the old holder's term."""
+    it); in the Lease's own history the release (holder cleared, its term cut to 1 s) comes
+    before the Deployment's new pod takes it."""
     (old,) = operator_pods(node)
     before = lease(node)
     assert before.spec.holder_identity.startswith(old.metadata.name)
@@ -207,9 +208,27 @@ def test_a_deleted_leader_releases_its_lease_and_its_replacement_leads(node: Nod
     (new,) = operator_pods(node)
     assert after.spec.holder_identity.startswith(new.metadata.name)
     assert (after.spec.lease_transitions or 0) > (before.spec.lease_transitions or 0)
-    # Released: the new term began before the old one would have run out unrenewed.
-    old_term_end = before.spec.renew_time.timestamp() + before.spec.lease_duration_seconds
-    assert after.spec.acquire_time.timestamp() < old_term_end
+    # Every write to the Lease since `before`, replayed by a watch from its resourceVersion:
+    # not when the new pod got it (its start-up time), but that the old one let go first.
+    history = [
+        (lease.spec.holder_identity or "", lease.spec.lease_duration_seconds)
+        for lease in _lease_writes(node, before.metadata.resource_version)
+    ]
+    released = history.index(("", 1))
+    taken = next(i for i, (holder, _) in enumerate(history) if holder.startswith(new.metadata.name))
+    assert released < taken, history
+
+
+def _lease_writes(node: Node, since: str) -> list[client.V1Lease]:
+    """The Lease as each write since resourceVersion ``since`` left it, oldest first."""
+    stream = watch.Watch().stream(
+        client.CoordinationV1Api(node.api).list_namespaced_lease,
+        NAMESPACE,
+        resource_version=since,
+        timeout_seconds=3,  # the replay comes at once; the server then ends the watch
+        _request_timeout=30,
+    )
+    return [event["object"] for event in stream if event["type"] in ("ADDED", "MODIFIED")]
 
 
 def _drain(node: Node, timeout: str) -> subprocess.CompletedProcess[str]:
