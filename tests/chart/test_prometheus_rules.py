@@ -210,3 +210,20 @@ def test_every_metric_in_the_board_and_the_rules_is_exported():
     exported = exported_series()
     assert {"hikyo_operator_secrets_ready", "workqueue_work_duration_seconds_bucket"} <= named
     assert named - exported == set()
+
+
+def test_the_live_tests_rules_keep_every_expression_with_each_window_60_times_shorter():
+    """tests/support/prometheus.rules_at_test_speed (the real node's live alerts): only the
+    ranges, subquery steps and offsets change, each to a sixtieth; `for` goes."""
+    from tests.support.prometheus import SPEED_UP, _faster
+
+    def seconds(text: str) -> list[int]:
+        units = {"s": 1, "m": 60, "h": 3600}
+        return [int(n) * units[u] for n, u in re.findall(r"(\d+)([smh])\b", text)]
+
+    for rule in _rules():
+        expr = rule["expr"]
+        faster = _faster(expr)
+        assert re.sub(r"\d+[smh]\b", "D", faster) == re.sub(r"\d+[smh]\b", "D", expr)
+        assert seconds(faster) == [max(s // SPEED_UP, 1) for s in seconds(expr)]
+    assert _faster("rate(x[5m]) unless y offset 15m") == "rate(x[5s]) unless y offset 15s"
