@@ -49,6 +49,20 @@ def test_a_row_whose_snippet_is_gone_or_repeated_is_named_on_one_line(tmp_path):
     ]
 
 
+def test_a_row_whose_tests_fail_for_want_of_django_is_an_error_not_a_kill(tmp_path):
+    # Rows run without pytest-django: a test that needs it fails whatever the mutant does.
+    (tmp_path / "module.py").write_text("a = 1\n")
+    (tmp_path / "test_needs_django.py").write_text(
+        "from django.conf import settings\n\n\n"
+        "def test_it():\n    assert settings.DEBUG is not None\n"
+    )
+    row = Mutant("django", "module.py", "a = 1\n", "a = 2\n", "nothing", ("test_needs_django.py",))
+    verdict = mutants.run_row(row, tmp_path, check=False)
+    assert verdict.state == "error", verdict.output
+    assert verdict.output.startswith("the row's tests need Django")
+    assert (tmp_path / "module.py").read_text() == "a = 1\n"  # restored
+
+
 @pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 60)
 def test_every_mutant_in_the_table_is_killed():
     run = subprocess.run(
