@@ -100,8 +100,8 @@ def prepare_host() -> None:
 
 
 def containerd_config(paths: NodePaths, metrics_port: int) -> str:
-    """containerd 1.6's config (version 2): the CRI plugin on runc with cgroupfs, the native
-    snapshotter (no overlay mounts needed), the local pause image and our CNI config."""
+    """containerd 1.6's config (version 2): the CRI plugin on runc with cgroupfs, the
+    overlayfs snapshotter, the local pause image and our CNI config."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return "\n".join(
         [
@@ -119,7 +119,9 @@ def containerd_config(paths: NodePaths, metrics_port: int) -> str:
             # root lacks: runc fails on the sandbox's -998. Clamp to containerd's own instead.
             "  restrict_oom_score_adj = true",
             f"[{cri}.containerd]",
-            '  snapshotter = "native"',
+            # overlayfs, not native: native copies an image's whole tree for every container it
+            # starts (containerd's CPU over the node tests: 78 s with it, 16 with overlayfs).
+            '  snapshotter = "overlayfs"',
             '  default_runtime_name = "runc"',
             f"[{cri}.containerd.runtimes.runc]",
             '  runtime_type = "io.containerd.runc.v2"',
@@ -253,11 +255,11 @@ def ctr(paths: NodePaths, *args: str, timeout: float = CTR_TIMEOUT_SECONDS) -> s
 
 def import_image(paths: NodePaths, archive: Path, name: str, digest: str | None = None) -> None:
     """An OCI archive into the node's containerd under ``name`` (and ``repo@digest``, which
-    is how a chart that pins a digest names it), unpacked for the native snapshotter."""
+    is how a chart that pins a digest names it), unpacked for the overlayfs snapshotter."""
     if not archive.is_file():
         raise NodeFailed(f"image archive {archive} is missing (see docs/development.md, A node)")
     before = set(_image_names(paths))
-    ctr(paths, "images", "import", "--snapshotter", "native", "--base-name", name.split(":")[0],
+    ctr(paths, "images", "import", "--snapshotter", "overlayfs", "--base-name", name.split(":")[0],
         str(archive))  # fmt: skip
     imported = [n for n in _image_names(paths) if n not in before] or [name]
     if name not in _image_names(paths):
