@@ -87,6 +87,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="P2/P3 scaled with this many workers (0: embedded)",
     )
     parser.add_argument(
+        "--p1-workers",
+        default="0,2,4",
+        help="P1's cold starts: worker counts, 0 for embedded (0,2,4)",
+    )
+    parser.add_argument(
         "--p9-workers",
         default="0,2",
         help="P9's sides: worker counts, 0 for embedded (0,2)",
@@ -115,7 +120,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--namespaces is at least 1")
     if options.fetch_qps <= 0 or options.worker_concurrency < 1 or options.resync < 1:
         parser.error("--fetch-qps, --worker-concurrency and --resync are positive")
-    for flag in ("p9_workers", "soak_workers"):
+    for flag in ("p1_workers", "p9_workers", "soak_workers"):
         try:
             counts = tuple(int(w) for w in getattr(options, flag).split(","))
         except ValueError:
@@ -153,6 +158,7 @@ def run(options: argparse.Namespace, results: dict[str, Any], wall: dict[str, fl
         p3_samples=options.p3_samples,
         p5_delay_ms=options.p5_delay_ms,
         p2_p3_workers=options.p2_p3_workers,
+        p1_workers=options.p1_workers,
         p9_workers=options.p9_workers,
         soak_workers=options.soak_workers,
         soak_minutes=options.soak_minutes,
@@ -222,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             "p3_samples": options.p3_samples,
             "p5_delay_ms": options.p5_delay_ms,
             "p2_p3_workers": options.p2_p3_workers,
+            "p1_workers": list(options.p1_workers),
             "p9_workers": list(options.p9_workers),
             "soak_workers": list(options.soak_workers),
             "soak_minutes": options.soak_minutes,

@@ -73,6 +73,7 @@ class Options:
     p3_samples: int = 30
     p5_delay_ms: float = 50.0
     p2_p3_workers: int = 0  # embedded (the issue's P2/P3), or scaled with this many workers
+    p1_workers: tuple[int, ...] = P1_WORKERS  # P1's cold starts
     p9_workers: tuple[int, ...] = (0, 2)  # P9's sides: embedded and the chart's default of 2
     soak_workers: tuple[int, ...] = (0,)  # the soak's sides (bench/soak.py)
     soak_minutes: int = 30
@@ -326,14 +327,15 @@ def mode_label(workers: int) -> str:
 
 
 def p1(bench: Bench, sizes: tuple[int, ...]) -> dict[str, Any]:
-    """Embedded and scaled (2 and 4 workers) cold starts at each size; the floor (1 and 8
-    threads) in the embedded side's world after its operator stopped."""
+    """Embedded and scaled (by default 2 and 4 workers: the p1_workers option) cold starts at
+    each size; the floor (1 and 8 threads) in the embedded side's world after its operator
+    stopped."""
     out: dict[str, Any] = {"sizes": []}
     bench.results["scenarios"]["p1"] = out
     for n in sizes:
         size: dict[str, Any] = {"n": n, "floor": {}, "runs": []}
         out["sizes"].append(size)
-        for workers in P1_WORKERS:
+        for workers in bench.options.p1_workers:
             with bench.side(f"p1-{mode_label(workers)}-{n}", n, workers) as side:
                 run = cold_start(side, "P1")
                 size["runs"].append(run)

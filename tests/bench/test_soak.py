@@ -73,3 +73,11 @@ def test_the_soak_runs_only_when_named_and_refuses_bad_counts(capsys):
         with pytest.raises(SystemExit):
             parse(["soak", *bad])
     assert "--soak-minutes is at least 1" in capsys.readouterr().err
+
+
+def test_p1_s_cold_starts_default_to_embedded_two_and_four_workers_or_the_list_given(capsys):
+    assert parse(["p1"]).p1_workers == (0, 2, 4)
+    assert parse(["p1", "--p1-workers", "0,2"]).p1_workers == (0, 2)
+    with pytest.raises(SystemExit):
+        parse(["p1", "--p1-workers", "two"])
+    assert "--p1-workers is a comma-separated list of worker counts" in capsys.readouterr().err

@@ -22,17 +22,14 @@ def test_bench_p1_and_p3_run_and_print_every_figure(tmp_path: Path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [sys.executable, "-m", "bench", "p1", "p3", "--n", str(N), "--resync", "10",
-         "--p3-samples", "2", "--json", str(out)],
+         "--p1-workers", "0,2", "--p3-samples", "2", "--json", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=840,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     results = json.loads(out.read_text())
     runs = results["scenarios"]["p1"]["sizes"][0]["runs"]
-    assert [(r["mode"], r["workers"]) for r in runs] == [
-        ("embedded", 0),
-        ("scaled", 2),
-        ("scaled", 4),
-    ]
+    # One scaled side is enough here: a third cold control plane would only repeat it.
+    assert [(r["mode"], r["workers"]) for r in runs] == [("embedded", 0), ("scaled", 2)]
     for run in runs:  # all Ready, and every CR's first status report accepted
         assert run["seconds"] > 0 and run["reports_sent_seconds"] > 0
     value = results["scenarios"]["p3"]["value_change"]
