@@ -399,6 +399,31 @@ def test_explain_errors_are_one_line(world, kubeconfig, tmp_path):
         explain(f"{world.namespace}/app")
 
 
+def test_explain_takes_several_hikyosecrets_in_turn_and_names_the_missing_last(world, kubeconfig):
+    ns = world.namespace
+    world.create_cr("first")  # both stop before the fetch (this world has no instance)
+    world.create_cr("second", target={"name": "second-target"})
+    with settings_for(kubeconfig):
+        alone = {name: explain(f"{ns}/{name}") for name in ("first", "second")}
+        out = StringIO()
+        with pytest.raises(CommandError, match=f"^HikyoSecret {ns}/absent not found$"):
+            call_command("explain", f"{ns}/first", f"{ns}/absent", f"{ns}/second", stdout=out)
+        with pytest.raises(CommandError, match=f"^HikyoSecrets {ns}/x, {ns}/y not found$"):
+            call_command("explain", f"{ns}/x", f"{ns}/y", stdout=StringIO())
+        refused = StringIO()
+        with pytest.raises(CommandError, match="NAMESPACE/NAME"):  # checked before any output
+            call_command("explain", f"{ns}/first", "no-slash", stdout=refused)
+    assert refused.getvalue() == ""
+    blocks = re.split(r"\n\n(?=HikyoSecret )", out.getvalue())  # a blank line between two
+    assert [block.splitlines()[0] for block in blocks] == [
+        f"HikyoSecret {ns}/first",
+        f"HikyoSecret {ns}/second",
+    ]
+    for block, name in zip(blocks, ("first", "second"), strict=True):
+        assert stopping_step(block) == stopping_step(alone[name]), block
+        assert remedy(block) == remedy(alone[name])
+
+
 def _before(step: str) -> list[str]:
     """The steps explain lists as passed before ``step``, in the order it runs them."""
     return list(STEPS)[: list(STEPS).index(step)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import secrets
 import subprocess
 import uuid
@@ -88,18 +89,23 @@ class Dashboard:
     broken: Broken
     cluster_secrets: set[str] = field(default_factory=set)  # cursors and stamps seen
 
-    def explain(self, name: str) -> str:
-        """``manage.py explain NAMESPACE/NAME --fetch`` as a user runs it beside the dashboard
-        (the operator's settings and kubeconfig); it writes nothing."""
+    def explain(self, *names: str) -> dict[str, str]:
+        """``manage.py explain NAMESPACE/NAME... --fetch`` as a user runs it beside the dashboard
+        (the operator's settings and kubeconfig; one process for all ``names``, each block
+        headed by its ``HikyoSecret NAMESPACE/NAME`` line); it writes nothing."""
+        targets = [f"{self.world.namespace}/{name}" for name in names]
         done = subprocess.run(
-            manage("explain", f"{self.world.namespace}/{name}", "--fetch"),
+            manage("explain", *targets, "--fetch"),
             env={**os_env(), **self.operator.env},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=60 + 30 * len(names),
         )
-        assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-3000:])
-        return done.stdout
+        assert done.returncode == 0, (names, done.stdout[-2000:], done.stderr[-3000:])
+        blocks = re.split(r"\n\n(?=HikyoSecret )", done.stdout)
+        headed = {block.split("\n", 1)[0].removeprefix("HikyoSecret "): block for block in blocks}
+        assert list(headed) == targets, list(headed)
+        return dict(zip(names, headed.values(), strict=True))
 
     def hikyosecrets(self) -> list[dict[str, Any]]:
         listed = self.world.custom.list_namespaced_custom_object(

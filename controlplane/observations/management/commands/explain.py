@@ -1,4 +1,4 @@
-"""``manage.py explain NAMESPACE/NAME [--fetch]``: why a HikyoSecret is (not) delivered.
+"""``manage.py explain NAMESPACE/NAME... [--fetch]``: why a HikyoSecret is (not) delivered.
 
 Runs a reconcile's reads and decisions without its writes: ``observe`` (reads only, in S4.2
 order) and ``decide_before_fetch`` (R0-R14); with ``--fetch`` also one cursor-less fetch (R15)
@@ -7,7 +7,8 @@ refuses every write method of the port besides. The only create a run may make i
 TokenRequest of a ServiceAccount credential (R6), which leaves no object behind.
 
 Prints each step passed, the one that stops, the outcome and what to do (the remediation texts
-of ``workers.engine.remediation``). Never a value, token, cursor or stamp.
+of ``workers.engine.remediation``). Never a value, token, cursor or stamp. Several HikyoSecrets
+are explained in turn, each block headed by its ``HikyoSecret NAMESPACE/NAME`` line.
 """
 
 from __future__ import annotations
@@ -49,26 +50,41 @@ def split_target(target: str) -> tuple[str, str]:
 
 class Command(BaseCommand):
     help = (
-        "Explain one HikyoSecret: the S4.2 steps it passes, the one that stops, why, and what "
-        "to do. Writes nothing."
+        "Explain HikyoSecrets, one after the other: the S4.2 steps each passes, the one that "
+        "stops, why, and what to do. Writes nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("target", help="NAMESPACE/NAME of the HikyoSecret")
+        parser.add_argument(
+            "targets", nargs="+", metavar="NAMESPACE/NAME", help="each HikyoSecret to explain"
+        )
         parser.add_argument(
             "--fetch",
             action="store_true",
             help="also make one cursor-less fetch and explain the answer (still writes nothing)",
         )
 
-    def handle(self, *args: Any, target: str, fetch: bool, **options: Any) -> None:
-        namespace, name = split_target(target)
+    def handle(self, *args: Any, targets: list[str], fetch: bool, **options: Any) -> None:
+        names = [split_target(target) for target in targets]  # every one checked first
         operator_settings = settings.HIKYO_OPERATOR
         try:
             with cluster_errors_as_one_line():
                 engine = build_engine(operator_settings, kubeconfig=settings.KUBECONFIG)
         except ValueError as error:  # no operator namespace
             raise CommandError(str(error)) from None
+        missing = []
+        for index, (namespace, name) in enumerate(names):
+            if index:
+                self.stdout.write("")
+            if not self._explain(engine, namespace, name, fetch):
+                missing.append(f"{namespace}/{name}")
+        if missing:  # after the others were explained
+            kind = "HikyoSecret" if len(missing) == 1 else "HikyoSecrets"
+            raise CommandError(f"{kind} {', '.join(missing)} not found")
+
+    def _explain(self, engine: Any, namespace: str, name: str, fetch: bool) -> bool:
+        """Writes one HikyoSecret's explanation; False when it does not exist."""
+        operator_settings = settings.HIKYO_OPERATOR
         cluster = ReadOnlyCluster(engine.cluster)
         now = engine.now()
         with cluster_errors_as_one_line(engine.cluster.api_client):
@@ -84,7 +100,7 @@ class Command(BaseCommand):
                 now=now,
             )
         if observed.cr is None:
-            raise CommandError(f"HikyoSecret {namespace}/{name} not found")
+            return False
         attempt = plan = None
         if fetch and isinstance(decision, FetchPlan):
             attempt = fetch_once(
@@ -101,3 +117,4 @@ class Command(BaseCommand):
             self.stdout.write(line)
         if fetch and not isinstance(decision, FetchPlan):
             self.stdout.write("(--fetch: no fetch made, a step before the fetch stops)")
+        return True
