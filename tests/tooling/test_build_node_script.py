@@ -69,7 +69,7 @@ def test_containerd_never_asks_runc_for_a_lower_oom_score_adj(tmp_path):
     """Root here lacks CAP_SYS_RESOURCE: runc fails a sandbox whose oom_score_adj is -998."""
     config = containerd_config(NodePaths(tmp_path), 1234)
     assert "restrict_oom_score_adj = true" in config
-    assert 'snapshotter = "native"' in config and "SystemdCgroup = false" in config
+    assert 'snapshotter = "overlayfs"' in config and "SystemdCgroup = false" in config
 
 
 def test_the_kubelet_starts_on_cgroup_v1_with_the_cgroupfs_driver(tmp_path):
