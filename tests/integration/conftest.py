@@ -99,7 +99,10 @@ def namespace(api_client: client.ApiClient) -> Iterator[str]:
 
 def _drop_finalizers(api_client: client.ApiClient, namespace: str) -> None:
     """Test hygiene: no operator runs once a test ends, so a finalizer a test left (Orphan,
-    Merge) would hold its namespace in Terminating, and later tests wait on that."""
+    Merge) would hold its namespace in Terminating, and later tests wait on that. Each
+    HikyoSecret is deleted here too, at once (no finalizer holds it): left to the namespace
+    controller, it could still be there when the next test's operator starts, which would put
+    its finalizer back and stop before it handled the deletion."""
     custom = client.CustomObjectsApi(api_client)
     try:
         listed = custom.list_namespaced_custom_object(
@@ -110,15 +113,19 @@ def _drop_finalizers(api_client: client.ApiClient, namespace: str) -> None:
             return
         raise
     for item in listed["items"]:
+        name = item["metadata"]["name"]
         if item["metadata"].get("finalizers"):
             custom.patch_namespaced_custom_object(
-                "hikyo.dev",
-                "v1alpha1",
-                namespace,
-                "hikyosecrets",
-                item["metadata"]["name"],
+                "hikyo.dev", "v1alpha1", namespace, "hikyosecrets", name,
                 {"metadata": {"finalizers": None}},
+            )  # fmt: skip
+        try:
+            custom.delete_namespaced_custom_object(
+                "hikyo.dev", "v1alpha1", namespace, "hikyosecrets", name
             )
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -5,6 +5,7 @@ is still rolled and judged: once its count is published, the workers list the na
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -46,12 +47,7 @@ def test_scaled_workers_read_the_instance_and_workload_counts_the_leader_publish
         )
         # The counters are the whole apiserver's: the namespace controller LISTs every kind
         # in a namespace it deletes (earlier tests' teardowns), so wait until it has none.
-        wait_for(
-            lambda: not _terminating_namespaces(world.api_client),
-            timeout=300,
-            interval=1,
-            what="no namespace left terminating",
-        )
+        _wait_until_no_namespace_terminates(world.api_client)
         before = request_totals(world.api_client)
         for index in range(N):
             world.create_cr(f"app-{index}", target={"name": f"app-env-{index}"})
@@ -102,9 +98,22 @@ def _template_stamp(apps, world) -> str | None:
     return (deployment.spec.template.metadata.annotations or {}).get("stamp.hikyo.dev/app-env-0")
 
 
+def _wait_until_no_namespace_terminates(api_client, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while terminating := _terminating_namespaces(api_client):
+        assert time.monotonic() < deadline, f"terminating after {timeout:.0f} s: {terminating}"
+        time.sleep(1)
+
+
 def _terminating_namespaces(api_client) -> list[str]:
+    """Each namespace still terminating, with what its conditions say holds it."""
     listed = client.CoreV1Api(api_client).list_namespace(_request_timeout=30)
-    return [ns.metadata.name for ns in listed.items if ns.status.phase == "Terminating"]
+    return [
+        f"{ns.metadata.name}: "
+        + "; ".join(c.message for c in ns.status.conditions or [] if c.status == "True")
+        for ns in listed.items
+        if ns.status.phase == "Terminating"
+    ]
 
 
 @pytest.mark.timeout(600)
