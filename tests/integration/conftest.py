@@ -93,11 +93,11 @@ def namespace(api_client: client.ApiClient) -> Iterator[str]:
     core = client.CoreV1Api(api_client)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
-    _drop_finalizers(api_client, name)
+    _remove_hikyosecrets(api_client, name)
     core.delete_namespace(name)
 
 
-def _drop_finalizers(api_client: client.ApiClient, namespace: str) -> None:
+def _remove_hikyosecrets(api_client: client.ApiClient, namespace: str) -> None:
     """Test hygiene: no operator runs once a test ends, so a finalizer a test left (Orphan,
     Merge) would hold its namespace in Terminating, and later tests wait on that. Each
     HikyoSecret is deleted here too, at once (no finalizer holds it): left to the namespace

@@ -24,7 +24,7 @@ from tests.support.world import World
 from workers.engine.ports import LEASE_NAME
 from workers.shards import shard_of
 
-from .conftest import _drop_finalizers
+from .conftest import _remove_hikyosecrets
 
 COUNT = 6  # CRs per namespace (each change adds one)
 CONVERGE_TIMEOUT = 300.0
@@ -50,7 +50,7 @@ def shard_namespaces(api_client: client.ApiClient, crds) -> Iterator[list[str]]:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield names
     for name in names:
-        _drop_finalizers(api_client, name)
+        _remove_hikyosecrets(api_client, name)
         core.delete_namespace(name)
 
 
