@@ -4,15 +4,12 @@ Most of the integration suite waits (for watches, Leases, reconciles, a browser)
 computes, so several pytest processes side by side finish sooner than one. Each lane is a
 whole pytest session of its own: its own control plane, Redis, PostgreSQL and devserver, and
 its own final canary sweep (tests/integration/test_zz_canary_sweep.py runs last in every
-integration lane, over that lane's tests). The first ``SERVICE_FREE_LANES`` lanes hold the
-tests that need no service: CI keeps both cores busy, so a lane gets the CPU share of one
-process, and the service-free tests are one long CPU-bound stretch unless split.
+integration lane, over that lane's tests). Lane 0 holds the tests that need no service.
 
-The test files are split into lanes by their measured seconds (tests/lane_seconds.json,
-longest first onto the least loaded lane), the service-free files among the service-free lanes
-and the integration files among the integration lanes, so the split is the same on every run:
-no test depends on which lane it landed in or on the machine's speed. A file the table does
-not know counts as ``DEFAULT_SECONDS``. Each lane's output goes to var/lanes/; when
+The integration test files are split into lanes by their measured seconds
+(tests/lane_seconds.json, longest first onto the least loaded lane), so the split is the same
+on every run: no test depends on which lane it landed in or on the machine's speed. A file the
+table does not know counts as ``DEFAULT_SECONDS``. Each lane's output goes to var/lanes/; when
 all are done every lane's summary line and slowest tests are printed, then one total line.
 """
 
@@ -36,7 +33,6 @@ SERVICE_FREE = ["tests/unit", "tests/queue", "tests/chart", "tests/tooling", "te
 # The one long service-free file (the mutants' run, ~3 min of two jobs): balanced with the
 # integration files instead of lengthening lane 0 by all of it.
 MUTANTS = "tests/tooling/test_mutants.py"
-SERVICE_FREE_LANES = 2
 DEFAULT_SECONDS = 30.0
 LANE_TIMEOUT_SECONDS = 3600  # a lane that hangs is stopped; pytest-timeout stops a test first
 SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|deselected)\b.* =+$")
@@ -46,12 +42,6 @@ def integration_files() -> list[str]:
     found = (REPO / "tests" / "integration").rglob("test_*.py")
     files = sorted(str(path.relative_to(REPO)) for path in found)
     return [f for f in files if f != SWEEP]
-
-
-def service_free_files() -> list[str]:
-    found = [path for folder in SERVICE_FREE for path in (REPO / folder).rglob("test_*.py")]
-    files = sorted(str(path.relative_to(REPO)) for path in found)
-    return [f for f in files if f != MUTANTS]
 
 
 def split(files: list[str], lanes: int, seconds: dict[str, float]) -> list[list[str]]:
@@ -76,8 +66,9 @@ def main(argv: list[str]) -> int:
         parser.error("--lanes is between 1 and 8")
     seconds = json.loads(SECONDS_TABLE.read_text()) if SECONDS_TABLE.exists() else {}
     balanced = split([*integration_files(), MUTANTS], options.lanes, seconds)
-    free = split(service_free_files(), SERVICE_FREE_LANES, seconds)
-    lanes = [files for files in free if files] + [[*files, SWEEP] for files in balanced if files]
+    lanes = [[*SERVICE_FREE, f"--ignore={MUTANTS}"]] + [
+        [*files, SWEEP] for files in balanced if files
+    ]
     out = REPO / "var" / "lanes"
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -113,12 +104,14 @@ def main(argv: list[str]) -> int:
 
 
 def file_seconds(reports: list[Path]) -> dict[str, float]:
-    """Seconds per test file, from the lanes' JUnit reports (setup included)."""
+    """Seconds per integration test file (and MUTANTS), from the lanes' JUnit reports (setup
+    included)."""
     totals: dict[str, float] = {}
+    mutants = MUTANTS.removesuffix(".py").split("/")
     for report in reports:
         for case in ElementTree.parse(report).iter("testcase"):
             module = (case.get("classname") or "").split(".")
-            if module[0] != "tests":
+            if module[:2] != ["tests", "integration"] and module[:3] != mutants:
                 continue
             path = "/".join(module[: next(
                 (i + 1 for i, part in enumerate(module) if part.startswith("test_")), len(module)
