@@ -64,6 +64,20 @@ POSTGRESQL_ENGINES = frozenset(
 )
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 SQLITE_FILE = "hikyo-operator.sqlite3"  # the default store, in HIKYO_OPERATOR_DATA_DIR
+# WAL and a busy timeout: a management command or a dashboard request may write beside the
+# recorder. IMMEDIATE: a transaction takes the write lock as it begins, so it waits out
+# another writer (the busy timeout); a deferred one that read first and wrote after another
+# connection's commit failed at once with "database is locked", however long the timeout.
+# synchronous=NORMAL: in WAL mode a crash cannot corrupt the store, it can only lose the last
+# commits of history, and commits stop waiting for an fsync each. A page cache of 512 KiB
+# per connection (SQLite's default is 2 MiB): the recorder and each dashboard request thread
+# has its own connection, and a cache miss is only a read from the OS's page cache (issue 13:
+# the pod within 128 MiB).
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-512;",
+}
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
 # Observation writes are single-row inserts and small prunes; 30 s means the server is stuck
 # (a migration's ALTER on a big table also fits).
@@ -110,18 +124,7 @@ def database_from(
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(data_dir / SQLITE_FILE),
-            # WAL and a busy timeout: a management command may record beside run_operator.
-            # synchronous=NORMAL: in WAL mode a crash cannot corrupt the store, it can only
-            # lose the last commits of history, and commits stop waiting for an fsync each.
-            # A page cache of 512 KiB per connection (SQLite's default is 2 MiB): the recorder
-            # and each dashboard request thread has its own connection, and a cache miss is
-            # only a read from the OS's page cache (issue 13: the pod within 128 MiB).
-            "OPTIONS": {
-                "timeout": 20,
-                "init_command": (
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-512;"
-                ),
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     try:
         with warnings.catch_warnings():
@@ -145,6 +148,8 @@ def database_from(
         raise SettingsInvalid(
             f"{variable} is a PostgreSQL DSN but no PostgreSQL driver (psycopg) is installed"
         )
+    if engine == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
     if engine in POSTGRESQL_ENGINES:
         # Every PostgreSQL call bounded: connecting, and each statement (a DSN's own stay).
         options = config.setdefault("OPTIONS", {})

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from workers.engine.conditions import READY, SYNCED, Condition
 from workers.engine.decide_after_fetch import UNANSWERED_WAITS
@@ -72,9 +72,20 @@ def record_run(result: RunResult, started: datetime, duration_seconds: float) ->
         except Exception as error:
             if attempt == 1 and _healed(error):
                 continue  # the store was re-created empty: migrated, so once more
-            log.exception("recording the reconcile of %s/%s failed", result.namespace, result.name)
+            _log_failure(error, "recording the reconcile of %s/%s", result.namespace, result.name)
             break
     _sweep_now_and_then(started)
+
+
+def _log_failure(error: BaseException, what: str, *args: object) -> None:
+    """A store that refused or timed out (locked, unreachable, a statement timeout) is an
+    operating condition: one line. Anything else is a defect and keeps its traceback. The
+    store never holds a value, so its errors cannot quote one."""
+    if isinstance(error, DatabaseError):
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        log.error(f"{what} failed: %s", *args, first_line)
+    else:
+        log.exception(f"{what} failed", *args)
 
 
 def _healed(error: BaseException) -> bool:
@@ -346,7 +357,7 @@ def record_report(attempt: ReportAttempt) -> None:
             StatusReport.objects.prune(attempt.key.uid)
     except Exception as error:
         HEALER.note(error)
-        log.exception("recording the status report of %s failed", attempt.key)
+        _log_failure(error, "recording the status report of %s", attempt.key)
 
 
 SWEEP_EVERY_SECONDS = 3600.0  # forgetting is a few indexed deletes; hourly keeps it cheap
@@ -483,10 +494,10 @@ class BackgroundRecorder:
                             write(args)
                     except Exception as error:  # the writes log their own; a last net
                         HEALER.note(error)
-                        log.exception("recording an observation failed")
+                        _log_failure(error, "recording an observation")
         except Exception as error:  # the commit itself failed: the batch is lost, the next tries
             HEALER.note(error)
-            log.exception("recording a batch of observations failed")
+            _log_failure(error, "recording a batch of observations")
 
     def flush(self, timeout: float = 10.0) -> None:
         """Waits until the backlog is written (shutdown, tests)."""

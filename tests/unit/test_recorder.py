@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.forms.models import model_to_dict
 
 from controlplane.observations import recording
@@ -295,6 +296,31 @@ def test_a_failing_recording_is_logged_never_raised_and_leaves_no_half_rows(capl
     assert tracked.runs_total == 1 and tracked.last_checked_at == T0  # rolled back
     for model in (ReconcileRun, ConditionChange, EventRecord):
         assert not model.objects.exists(), model.__name__
+
+
+@pytest.mark.django_db
+def test_a_store_that_refuses_is_one_line_and_a_defect_keeps_its_traceback(caplog, monkeypatch):
+    """A locked or unreachable store is an operating condition (one line, no traceback); a
+    bug in the recorder is not, and keeps its traceback to be found."""
+
+    def locked(run: object) -> None:
+        raise OperationalError("database is locked\nsecond line")
+
+    monkeypatch.setattr(recording, "_record_alone", locked)
+    record_run(_result(), T0, 0.1)
+    (record,) = [r for r in caplog.records if "recording the reconcile" in r.getMessage()]
+    assert record.getMessage() == "recording the reconcile of ns/app failed: database is locked"
+    assert record.exc_info is None
+
+    def broken(run: object) -> None:
+        raise KeyError("a defect")
+
+    caplog.clear()
+    monkeypatch.setattr(recording, "_record_alone", broken)
+    record_run(_result(), T0, 0.1)
+    (record,) = [r for r in caplog.records if "recording the reconcile" in r.getMessage()]
+    assert record.getMessage() == "recording the reconcile of ns/app failed"
+    assert record.exc_info is not None and record.exc_info[0] is KeyError
 
 
 def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(monkeypatch):

@@ -1,9 +1,12 @@
 """S8.1: the operator's environment, read once; anything invalid stops the process."""
 
 import importlib.util
+import sqlite3
 from pathlib import Path
 
 import pytest
+from django.db import connections, transaction
+from django.db.utils import ConnectionHandler
 
 from controlplane import settings as controlplane_settings
 from workers.engine.settings import (
@@ -204,6 +207,39 @@ def test_embedded_mode_defaults_to_sqlite_in_the_data_dir(tmp_path):
     config = _database({}, False, tmp_path)
     assert config["ENGINE"] == "django.db.backends.sqlite3"
     assert config["NAME"] == str(tmp_path / "hikyo-operator.sqlite3")
+
+
+@pytest.mark.parametrize("dsn", [False, True], ids=["default", "sqlite-dsn"])
+def test_an_embedded_store_transaction_holds_the_write_lock_from_its_start(
+    tmp_path, django_db_blocker, dsn
+):
+    """A recorder's transaction reads, then writes. Begun deferred, it held no lock until its
+    first write and failed at once ("database is locked", whatever the busy timeout) when
+    another connection had committed meanwhile (CI: a fault-matrix operator's log). Begun
+    IMMEDIATE, another writer cannot start inside it and waits out the busy timeout instead."""
+    path = tmp_path / "hikyo-operator.sqlite3"
+    environ = {"HIKYO_OPERATOR_DATABASE_URL": f"sqlite:///{path}"} if dsn else {}
+    store = ConnectionHandler({"default": _database(environ, False, tmp_path)})["default"]
+    assert store.settings_dict["NAME"] == str(path)
+    connections["store-probe"] = store
+    try:
+        with django_db_blocker.unblock():
+            with store.cursor() as cursor:
+                cursor.execute("CREATE TABLE observed (n INTEGER)")
+            with transaction.atomic(using="store-probe"):
+                with store.cursor() as cursor:
+                    cursor.execute("SELECT count(*) FROM observed")  # a read only, so far
+                other = sqlite3.connect(path, timeout=0)
+                try:
+                    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+                        other.execute("BEGIN IMMEDIATE")
+                finally:
+                    other.close()
+                with store.cursor() as cursor:
+                    cursor.execute("INSERT INTO observed VALUES (1)")
+            store.close()
+    finally:
+        del connections["store-probe"]
 
 
 @pytest.mark.parametrize(
