@@ -81,15 +81,19 @@ def assert_counts_every_run(samples: Samples, log: str, count: int) -> int:
 
 
 def settled_scrape(operator: Operator, name: str, logs: list[str]) -> str | None:
-    """A scrape whose reconcile counter matches the run lines logged around it (a run is
-    counted just before its line is written; runs may still be finishing)."""
+    """A scrape whose reconcile counter matches the run lines logged between it and the one
+    before (a run is counted just before its line is written; runs may still be finishing).
+    The log kept is the one read between them: a run that ends after the second scrape (a
+    status write's own watch event) would be in a later read but not in the samples."""
     first = operator.scrape(name)
-    lines = run_lines(operator.logs())
+    log = operator.logs()
     second = operator.scrape(name)
     counted = total(parse(second), "hikyo_operator_reconcile_total")
-    if counted != total(parse(first), "hikyo_operator_reconcile_total") or counted != lines:
+    if counted != total(parse(first), "hikyo_operator_reconcile_total"):
         return None
-    logs.append(operator.logs())
+    if counted != run_lines(log):
+        return None
+    logs.append(log)
     return second
 
 
