@@ -41,6 +41,7 @@ import redis
 
 from k8s.watch_cache import OnEvent, WatchedReads, target_key
 from workers.engine.ports import Workload
+from workers.engine.userinfo import without_userinfo
 
 from .queue.published import PublishedStore
 
@@ -56,7 +57,6 @@ STORE_ERRORS = (redis.RedisError, OSError)
 
 
 UNPUBLISHED_METADATA = frozenset({"managedFields", "annotations"})
-REDACTED_USERINFO = "redacted"
 
 
 def instance_text(instance: dict[str, Any] | None) -> str | None:
@@ -72,24 +72,6 @@ def instance_text(instance: dict[str, Any] | None) -> str | None:
     if isinstance(spec, dict) and isinstance(spec.get("url"), str):
         published["spec"] = {**spec, "url": without_userinfo(spec["url"])}
     return json.dumps(published, separators=(",", ":"))
-
-
-def without_userinfo(url: str) -> str:
-    """``url`` with the userinfo of its authority (``user:password@``) replaced by a fixed
-    word, so the worker's S3.1 check refuses it for the same reason and the store never holds
-    it. The URL is otherwise kept as written, so every other check answers as before. The
-    authority is found as ``urllib.parse.urlsplit`` finds it (after ``//``, up to ``/?#``),
-    by hand, because urlsplit raises on some malformed hosts."""
-    start = url.find("//")
-    if start < 0:
-        return url
-    start += 2
-    ends = [i for i in (url.find(c, start) for c in "/?#") if i >= 0]
-    end = min(ends, default=len(url))
-    authority = url[start:end]
-    if "@" not in authority:
-        return url
-    return f"{url[:start]}{REDACTED_USERINFO}@{authority.rpartition('@')[2]}{url[end:]}"
 
 
 def claimants_text(uids: tuple[str, ...]) -> str | None:

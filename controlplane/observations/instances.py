@@ -22,7 +22,7 @@ from k8s.errors import KubeError, describe
 from k8s.gateway import ClusterUnavailable, configured_cluster
 from workers.engine.conditions import SYNCED, stored_facts
 from workers.engine.facts import Cause
-from workers.published_reads import without_userinfo
+from workers.engine.userinfo import without_userinfo
 
 from . import process, why
 from .models import TrackedObject

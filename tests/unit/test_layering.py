@@ -84,3 +84,35 @@ def test_every_worker_side_module_is_under_the_leader_split_contract():
     here |= {p.parent.name for p in (ROOT / "workers").glob("*/__init__.py")}
     expected = {f"workers.{name}" for name in here - {"leader"}}
     assert set(split[0]["source_modules"]) == expected
+
+
+def test_the_embedded_operator_imports_no_scaled_mode_client(tmp_path):
+    """Issue 13: embedded mode (no Redis URL) never imports redis, celery or kombu: each costs
+    every start CPU and the pod memory under the chart's 128 MiB. The dashboard, served in
+    that process, once pulled redis in through a URL helper of the scaled mode's module."""
+    probe = "\n".join(
+        [
+            "import sys, django",
+            "django.setup()",
+            "import controlplane.observations.management.commands.run_operator",
+            "import controlplane.observations.admin, controlplane.urls, workers.runtime",
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+            " ('redis', 'celery', 'kombu')))",
+        ]
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
+        "POD_NAMESPACE": "hikyo-system",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hikyo.endpoint import normalize_base_url
 from workers.engine.errors import InvalidBaseUrl
-from workers.published_reads import REDACTED_USERINFO, without_userinfo
+from workers.engine.userinfo import REDACTED_USERINFO, without_userinfo
 
 SECRET = "pw-canary-7c1d"
 
