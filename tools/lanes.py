@@ -43,6 +43,10 @@ LANE_TIMEOUT_SECONDS = 3600  # a lane that hangs is stopped; pytest-timeout stop
 SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|deselected)\b.* =+$")
 
 
+def _lowered_priority() -> None:
+    os.nice(INTEGRATION_NICENESS)
+
+
 def integration_files() -> list[str]:
     found = (REPO / "tests" / "integration").rglob("test_*.py")
     files = sorted(str(path.relative_to(REPO)) for path in found)
@@ -81,12 +85,13 @@ def main(argv: list[str]) -> int:
     for index, paths in enumerate(lanes):
         log = (out / f"lane-{index}.log").open("w")
         basetemp = out / f"tmp-{index}"
-        niceness = ["nice", "-n", str(INTEGRATION_NICENESS)] if index else []
-        command = [*niceness, sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                    f"--basetemp={basetemp}", f"--junitxml={out / f'lane-{index}.xml'}",
                    "--durations=25", *pytest_args, *paths]  # fmt: skip
         env = {**os.environ, "HIKYO_LANE": str(index)}
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+        lower = _lowered_priority if index else None  # no thread here: preexec_fn is safe
+        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   preexec_fn=lower)  # fmt: skip
         running.append((index, log, process))
     failed = False
     for index, log, process in running:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 
 from workers.engine.conditions import READY, SYNCED, Condition
 from workers.engine.decide_after_fetch import UNANSWERED_WAITS
@@ -78,10 +78,11 @@ def record_run(result: RunResult, started: datetime, duration_seconds: float) ->
 
 
 def _log_failure(error: BaseException, what: str, *args: object) -> None:
-    """A store that refused or timed out (locked, unreachable, a statement timeout) is an
-    operating condition: one line. Anything else is a defect and keeps its traceback. The
+    """A store that refused or timed out (locked, unreachable, a statement timeout, a
+    deadlock: OperationalError, InterfaceError) is an operating condition: one line. Anything
+    else, a constraint or a too-long value included, is a defect and keeps its traceback. The
     store never holds a value, so its errors cannot quote one."""
-    if isinstance(error, DatabaseError):
+    if isinstance(error, (OperationalError, InterfaceError)):
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         log.error(f"{what} failed: %s", *args, first_line)
     else:

@@ -46,6 +46,20 @@ ENGINE_FOR_ADAPTERS = {
 }
 
 
+def _run_python(probe: str, env: dict[str, str] | None = None) -> str:
+    """What ``probe`` prints, run by this interpreter in a fresh process at the repository."""
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
 def test_hikyo_adapter_uses_only_the_engine_ports():
     """The adapter sees the engine's ports and plain types only; importing it installs the
     query-string log filter (S0.4.2) in whatever process makes Hikyo requests."""
@@ -59,14 +73,7 @@ def test_hikyo_adapter_uses_only_the_engine_ports():
             "print(all('RedactQueryStrings' in k for k in kinds))",
         ]
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    imported, filtered = result.stdout.splitlines()
+    imported, filtered = _run_python(probe).splitlines()
     assert set(ast.literal_eval(imported)) <= ENGINE_FOR_ADAPTERS, imported
     assert filtered == "True"
 
@@ -106,13 +113,4 @@ def test_the_embedded_operator_imports_no_scaled_mode_client(tmp_path):
         "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
         "POD_NAMESPACE": "hikyo-system",
     }
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "[]"
+    assert _run_python(probe, env).strip() == "[]"

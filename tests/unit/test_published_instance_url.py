@@ -1,6 +1,7 @@
-"""The published instance's URL (workers/published_reads.py, S0.4, S3.1): a URL's userinfo is
-replaced before the leader stores it, and the worker's S3.1 check answers the published URL
-exactly as it answers the one the cluster holds."""
+"""The published instance's URL (workers/engine/userinfo.py, used by
+workers/published_reads.py; S0.4, S3.1): a URL's userinfo is replaced before the leader
+stores it, and the worker's S3.1 check answers the published URL exactly as it answers the
+one the cluster holds."""
 
 from __future__ import annotations
 

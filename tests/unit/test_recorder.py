@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import OperationalError
+from django.db import DataError, OperationalError
 from django.forms.models import model_to_dict
 
 from controlplane.observations import recording
@@ -312,15 +312,17 @@ def test_a_store_that_refuses_is_one_line_and_a_defect_keeps_its_traceback(caplo
     assert record.getMessage() == "recording the reconcile of ns/app failed: database is locked"
     assert record.exc_info is None
 
-    def broken(run: object) -> None:
-        raise KeyError("a defect")
+    for defect in (KeyError("a defect"), DataError("value too long for type varchar(253)")):
 
-    caplog.clear()
-    monkeypatch.setattr(recording, "_record_alone", broken)
-    record_run(_result(), T0, 0.1)
-    (record,) = [r for r in caplog.records if "recording the reconcile" in r.getMessage()]
-    assert record.getMessage() == "recording the reconcile of ns/app failed"
-    assert record.exc_info is not None and record.exc_info[0] is KeyError
+        def broken(run: object, defect: Exception = defect) -> None:
+            raise defect
+
+        caplog.clear()
+        monkeypatch.setattr(recording, "_record_alone", broken)
+        record_run(_result(), T0, 0.1)
+        (record,) = [r for r in caplog.records if "recording the reconcile" in r.getMessage()]
+        assert record.getMessage() == "recording the reconcile of ns/app failed"
+        assert record.exc_info is not None and record.exc_info[0] is type(defect)
 
 
 def test_the_background_recorder_never_blocks_the_caller_and_drops_when_full(monkeypatch):

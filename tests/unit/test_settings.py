@@ -237,8 +237,8 @@ def test_an_embedded_store_transaction_holds_the_write_lock_from_its_start(
                     other.close()
                 with store.cursor() as cursor:
                     cursor.execute("INSERT INTO observed VALUES (1)")
-            store.close()
     finally:
+        store.close()
         del connections["store-probe"]
 
 
