@@ -166,9 +166,12 @@ def test_a_rollout_that_cannot_become_ready_is_stalled_until_it_is_fixed(node: N
 
 
 def _terminating(node: Node, name: str, timeout: float) -> tuple[datetime, int | None]:
-    """Follows a deleted pod until it is gone: its deletionTimestamp (when the kubelet would
-    SIGKILL it: the delete's time plus terminationGracePeriodSeconds) and the exit code its
-    container reported, when a status update showed one before the pod went."""
+    """Follows a deleted pod until it is gone: its first deletionTimestamp (when the kubelet
+    would SIGKILL it: the delete's time plus terminationGracePeriodSeconds) and the exit code
+    its container reported, when a status update showed one before the pod went. The first:
+    once the containers have stopped, the kubelet deletes the pod again with a shorter grace,
+    which moves the timestamp to about that moment (CI once read that one, 3 s after a delete
+    with 130 s of grace, and took it for the grace's end)."""
     deadline, grace_end, exit_code = time.monotonic() + timeout, None, None
     while time.monotonic() < deadline:
         try:
@@ -177,7 +180,7 @@ def _terminating(node: Node, name: str, timeout: float) -> tuple[datetime, int |
             assert error.status == 404, error
             assert grace_end is not None, "the pod went before it was seen terminating"
             return grace_end, exit_code
-        grace_end = pod.metadata.deletion_timestamp or grace_end
+        grace_end = grace_end or pod.metadata.deletion_timestamp
         for status in pod.status.container_statuses or []:
             if status.state and status.state.terminated:
                 exit_code = status.state.terminated.exit_code
