@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import redis
 from kombu import Connection
 
-from tests.support.processes import REPO
+from tests.support.django_scripts import run_python
 
 SEND_REPORT_THEN_RECONCILES = """
 from workers.keys import ObjectKey
@@ -43,14 +41,7 @@ def test_tasks_are_taken_first_syncs_first_and_reports_last(redis_server):
         "DJANGO_SETTINGS_MODULE": "controlplane.settings",
     }
     script = "import django; django.setup()\n" + SEND_REPORT_THEN_RECONCILES
-    sent = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    sent = run_python(script, env)
     assert sent.returncode == 0, sent.stderr
     taken = []
     with Connection(url, transport_options={"socket_timeout": 10}) as connection:

@@ -1,5 +1,6 @@
-"""A Python script run under Django in a child process bound to a fresh PostgreSQL database of
-the session's server (the test session's own Django is bound to its test database)."""
+"""A Python script run in a child process at the repository; one under Django bound to a fresh
+PostgreSQL database of the session's server (the test session's own Django is bound to its
+test database)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def run_python(
+    script: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script`` by this interpreter at the repository, its output as text."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_on_a_fresh_database(
@@ -27,6 +42,4 @@ def run_on_a_fresh_database(
         "HIKYO_OPERATOR_DATA_DIR": str(tmp_path),
         "PYTHONPATH": str(REPO),
     }
-    return subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=90
-    )
+    return run_python(script, env, timeout=90)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.django_scripts import run_python
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "workers" / "engine"
 
@@ -48,14 +50,7 @@ ENGINE_FOR_ADAPTERS = {
 
 def _run_python(probe: str, env: dict[str, str] | None = None) -> str:
     """What ``probe`` prints, run by this interpreter in a fresh process at the repository."""
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
+    result = run_python(probe, env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
